@@ -1,0 +1,42 @@
+"""fieldrl: reinforcement learning for operations.
+
+Real simulators as Gymnasium / PettingZoo environments, learned and heuristic
+policies evaluated on the same held-out seeds, and PDF reports for stakeholders.
+
+The API functions (``fieldrl.run``, ``train``, ``evaluate``, ``report``, ``compare``,
+``validate``) load on first use, so importing a simulator stays light.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+__version__ = "0.1.0"
+
+_API = ("RunResult", "compare", "evaluate", "report", "run", "train", "validate")
+
+#: Gymnasium ids of fieldrl's single-agent envs -> entry points (imported only on gym.make)
+GYM_ENVS = {"fieldrl/Chemo-v0": "fieldrl.domains.chemo.env:ChemoEnv"}
+
+
+def register_envs() -> None:
+    """Register fieldrl's envs with Gymnasium; done on import, a second call does nothing."""
+    for env_id, entry_point in GYM_ENVS.items():
+        if env_id not in gym.registry:
+            gym.register(env_id, entry_point=entry_point)
+
+
+register_envs()
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from fieldrl import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'fieldrl' has no attribute {name!r}")
+
+
+__all__ = [*_API, "GYM_ENVS", "__version__", "register_envs"]

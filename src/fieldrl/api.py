@@ -1,0 +1,180 @@
+"""The Python API: everything the CLI does, callable from a notebook.
+
+>>> import fieldrl
+>>> result = fieldrl.run("chemo/quick")
+>>> result.report, result.results.head()
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from fieldrl.domains import get_domain
+from fieldrl.errors import FieldrlError
+from fieldrl.evaluation import runner
+from fieldrl.evaluation.store import RunFolder, library_versions
+from fieldrl.evaluation.summary import summarize
+from fieldrl.progress import JobProgress
+from fieldrl.scenario import BUDGET_NAMES, Scenario, load_scenario, parse_scenario
+
+SCENARIO_FILE = "scenario.yaml"
+RUN_FILE = "run.json"
+
+
+@dataclass
+class RunResult:
+    """What a run produced. ``results`` is the tidy table (one row per episode and KPI)."""
+
+    run_dir: Path
+    results: pd.DataFrame
+    summary: dict[str, Any]
+    report: Path
+
+
+def validate(scenario: str | Path) -> Scenario:
+    """Load and check a scenario; raises :class:`~fieldrl.errors.ScenarioError` if it is invalid."""
+    return load_scenario(scenario)
+
+
+def create_run(scenario: str | Path, out: str | Path | None = None, budget: str = "full") -> RunFolder:
+    """Validate ``scenario`` and create its run folder (nothing is written if it is invalid)."""
+    if budget not in BUDGET_NAMES:
+        raise FieldrlError(f"--budget = {budget!r}: allowed: {', '.join(BUDGET_NAMES)}")
+    resolved = load_scenario(scenario).with_budget(budget)
+    if out is None:
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = Path("runs") / f"{resolved.name}-{budget}-{stamp}"
+    path = Path(out)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise FieldrlError(f"--out = {str(path)!r}: already exists and is not empty; choose a new folder")
+    folder = RunFolder(path)
+    snapshot = yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    folder.write_text(SCENARIO_FILE, snapshot)
+    folder.write_json(
+        RUN_FILE,
+        {"source": str(scenario), "budget": budget, "created": dt.datetime.now().isoformat()},
+    )
+    folder.write_json("versions.json", library_versions())
+    return folder
+
+
+def open_run(run_dir: str | Path) -> tuple[RunFolder, Scenario, dict[str, Any]]:
+    folder = RunFolder(run_dir)
+    if not folder.path.is_dir():
+        raise FieldrlError(f"RUN_DIR = {str(run_dir)!r}: no such folder")
+    snapshot = folder.require(SCENARIO_FILE, "not a fieldrl run folder")
+    scenario = parse_scenario(snapshot.read_text("utf-8"), str(snapshot))
+    meta = folder.read_json(RUN_FILE) if (folder.path / RUN_FILE).exists() else {"budget": "full"}
+    return folder, scenario, meta
+
+
+def train(
+    scenario: str | Path,
+    out: str | Path | None = None,
+    budget: str = "full",
+    jobs: int = 1,
+    show_progress: bool = True,
+) -> Path:
+    """Create a run folder and train every learned policy on every train seed and variant."""
+    folder = create_run(scenario, out, budget)
+    train_in(folder, jobs, show_progress)
+    return folder.path
+
+
+def train_in(folder: RunFolder, jobs: int = 1, show_progress: bool = True) -> None:
+    _, scenario, _ = open_run(folder.path)
+    todo = runner.train_jobs(scenario)
+    if not todo:
+        return
+    data = scenario.model_dump(mode="json")
+    with JobProgress("training", len(todo), enabled=show_progress) as progress:
+        written = runner.execute(
+            runner.run_train_job, [(data, str(folder.path), job) for job in todo], jobs, progress
+        )
+    folder.record(*[rel for files in written for rel in files])
+
+
+def evaluate(run_dir: str | Path, jobs: int = 1, show_progress: bool = True) -> pd.DataFrame:
+    """Evaluate every policy of a trained run on the held-out seeds; write results and summary."""
+    folder, scenario, meta = open_run(run_dir)
+    domain = get_domain(scenario.domain)
+    todo = runner.eval_jobs(scenario)
+    hashes = runner.job_paths_hashes(folder)
+    data = scenario.model_dump(mode="json")
+    with JobProgress("evaluation", len(todo), enabled=show_progress) as progress:
+        outputs = runner.execute(
+            runner.run_eval_job,
+            [(data, str(folder.path), job, hashes) for job in todo],
+            jobs,
+            progress,
+        )
+    results = pd.concat([o[0] for o in outputs], ignore_index=True)
+    results = results.sort_values(
+        ["variant", "policy", "train_seed", "eval_seed", "episode", "metric"], kind="stable"
+    ).reset_index(drop=True)
+    traces = [o[1] for o in outputs if o[1] is not None]
+    summary = summarize(results, scenario, domain, meta.get("budget", "full"))
+    folder.write_parquet("results.parquet", results)
+    if traces:
+        folder.write_parquet("traces.parquet", pd.concat(traces, ignore_index=True))
+    folder.write_json("summary.json", summary)
+    return results
+
+
+def report(run_dir: str | Path) -> Path:
+    """(Re-)render ``report.pdf`` from a run folder's results; never trains or steps an env."""
+    from fieldrl.reports.pdf import build_report
+
+    folder, scenario, meta = open_run(run_dir)
+    folder.require("results.parquet", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
+    return build_report(folder, scenario, meta)
+
+
+def run(
+    scenario: str | Path,
+    out: str | Path | None = None,
+    budget: str = "full",
+    jobs: int = 1,
+    show_progress: bool = True,
+) -> RunResult:
+    """Train, evaluate and report in one go; returns the run folder, results and report path."""
+    folder = create_run(scenario, out, budget)
+    train_in(folder, jobs, show_progress)
+    results = evaluate(folder.path, jobs, show_progress)
+    pdf = report(folder.path)
+    summary = json.loads((folder.path / "summary.json").read_text("utf-8"))
+    return RunResult(folder.path, results, summary, pdf)
+
+
+def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
+    """KPI means with CIs across runs: one row per (run, variant, policy, KPI)."""
+    rows = []
+    unique = list(dict.fromkeys(Path(r).resolve() for r in run_dirs))
+    for run_dir in unique:
+        folder, _, _ = open_run(run_dir)
+        folder.require("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
+        summary = folder.read_json("summary.json")
+        for variant, entry in summary["variants"].items():
+            for policy, kpis in entry["policies"].items():
+                for kpi, stats in kpis.items():
+                    rows.append(
+                        {
+                            "run": folder.path.name
+                            if len({u.name for u in unique}) == len(unique)
+                            else str(folder.path),
+                            "variant": variant,
+                            "policy": policy,
+                            "kpi": kpi,
+                            "mean": stats["mean"]["value"],
+                            "low": stats["mean"]["low"],
+                            "high": stats["mean"]["high"],
+                        }
+                    )
+    return pd.DataFrame(rows)

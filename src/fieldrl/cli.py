@@ -1,0 +1,199 @@
+"""``fieldrl`` command line: thin; parses, calls :mod:`fieldrl.api`, prints with rich.
+
+Every user-fixable problem ends as one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fieldrl import api
+from fieldrl.errors import FieldrlError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Train, evaluate and report RL policies against field heuristics on real simulators.",
+)
+out = Console()
+err = Console(stderr=True)
+
+
+class BudgetName(StrEnum):
+    quick = "quick"
+    full = "full"
+
+
+ScenarioArg = Annotated[str, typer.Argument(help="built-in name (e.g. chemo/quick) or YAML path")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="run folder to create (must not exist)")]
+BudgetOpt = Annotated[BudgetName, typer.Option("--budget", help="quick or full (default: full)")]
+JobsOpt = Annotated[int, typer.Option("--jobs", min=1, max=256, help="parallel worker processes")]
+RunDirArg = Annotated[Path, typer.Argument(help="a run folder written by fieldrl")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", help="no progress bars")]
+
+
+def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn fieldrl's input errors into one message and exit 2; Ctrl-C into exit 130."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except FieldrlError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err.print("interrupted: files already written are complete; nothing half-written was left")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+@app.command("list")
+@user_errors
+def list_command() -> None:
+    """Domains, built-in scenarios, heuristics and algorithms."""
+    from fieldrl.domains import domain_names, get_domain
+    from fieldrl.policies.registry import ALGORITHMS
+    from fieldrl.scenario import builtin_scenarios
+
+    table = Table(title="Domains and heuristics")
+    table.add_column("domain")
+    table.add_column("heuristic")
+    table.add_column("what it does")
+    for name in domain_names():
+        domain = get_domain(name)
+        for h, spec in domain.heuristics.items():
+            table.add_row(name, h, spec.description)
+    out.print(table)
+    out.print("[bold]Built-in scenarios:[/] " + ", ".join(builtin_scenarios()))
+    out.print("[bold]Algorithms:[/] " + ", ".join(sorted(ALGORITHMS)))
+
+
+@app.command()
+@user_errors
+def validate(scenario: ScenarioArg) -> None:
+    """Check a scenario file; prints what it would run."""
+    s = api.validate(scenario)
+    n_learned = len(s.policies.learned)
+    out.print(
+        f"[green]ok[/] {scenario}: domain {s.domain}, {len(s.policies.heuristics)} heuristic(s), "
+        f"{n_learned} learned x {len(s.seeds.train)} train seed(s), "
+        f"{len(s.seeds.eval)} eval seed(s) x {s.episodes_per_seed} episode(s), "
+        f"variants: {', '.join(s.variant_names)}"
+    )
+
+
+@app.command()
+@user_errors
+def run(
+    scenario: ScenarioArg,
+    out_dir: OutOpt = None,
+    budget: BudgetOpt = BudgetName.full,
+    jobs: JobsOpt = 1,
+    quiet: QuietOpt = False,
+) -> None:
+    """Train, evaluate and report: the whole pipeline."""
+    result = api.run(scenario, out_dir, budget.value, jobs, show_progress=not quiet)
+    print_summary(result.summary)
+    out.print(f"Run folder: {result.run_dir}")
+    out.print(f"Report: {result.report}")
+
+
+@app.command()
+@user_errors
+def train(
+    scenario: ScenarioArg,
+    out_dir: OutOpt = None,
+    budget: BudgetOpt = BudgetName.full,
+    jobs: JobsOpt = 1,
+    quiet: QuietOpt = False,
+) -> None:
+    """Create a run folder and train the learned policies (no evaluation)."""
+    path = api.train(scenario, out_dir, budget.value, jobs, show_progress=not quiet)
+    out.print(f"Trained models in: {path}  (next: fieldrl evaluate {path})")
+
+
+@app.command()
+@user_errors
+def evaluate(run_dir: RunDirArg, jobs: JobsOpt = 1, quiet: QuietOpt = False) -> None:
+    """Evaluate every policy of a trained run on its held-out seeds."""
+    api.evaluate(run_dir, jobs, show_progress=not quiet)
+    from fieldrl.evaluation.store import RunFolder
+
+    print_summary(RunFolder(run_dir).read_json("summary.json"))
+    out.print(f"Results: {run_dir / 'results.parquet'}  (next: fieldrl report {run_dir})")
+
+
+@app.command()
+@user_errors
+def report(run_dir: RunDirArg) -> None:
+    """Re-render the PDF report of an evaluated run (no training, no simulation)."""
+    path = api.report(run_dir)
+    out.print(f"Report: {path}")
+
+
+@app.command()
+@user_errors
+def compare(run_dirs: Annotated[list[Path], typer.Argument(help="evaluated run folders")]) -> None:
+    """KPI means (± 95 % CI half-width) of every policy across runs, one row per run and policy."""
+    from fieldrl.reports.findings import fmt
+
+    frame = api.compare(run_dirs)
+    kpis = list(dict.fromkeys(frame["kpi"]))
+    table = Table(title="KPI means across runs (± 95 % CI half-width)")
+    for col in ("run", "variant", "policy", *kpis):
+        table.add_column(col, justify="right" if col in kpis else "left")
+    for (run_name, variant, policy), rows in frame.groupby(["run", "variant", "policy"], sort=False):
+        by_kpi = rows.set_index("kpi")
+        cells = []
+        for k in kpis:
+            r = by_kpi.loc[k]
+            half = max(r["high"] - r["mean"], r["mean"] - r["low"])
+            cells.append(f"{fmt(r['mean'])} [dim]±{fmt(half)}[/]")
+        table.add_row(run_name, variant, policy, *cells)
+    out.print(table)
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """One table per variant: KPI means with their 95 % CIs; * marks the best of each kind."""
+    from fieldrl.reports.findings import fmt
+
+    kpis = summary["kpis"]
+    for variant, entry in summary["variants"].items():
+        where = "" if variant == "default" else f" [{variant}]"
+        table = Table(title=f"{summary['scenario']}{where}: mean ± 95 % CI half-width over held-out episodes")
+        table.add_column("policy")
+        for k in kpis:
+            arrow = "↑" if k["higher_is_better"] else "↓"
+            table.add_column(f"{k['name']} {arrow}", justify="right")
+        best = (entry.get("best_learned"), entry.get("best_heuristic"))
+        for policy, values in entry["policies"].items():
+            cells = []
+            for k in kpis:
+                m = values[k["name"]]["mean"]
+                half = max(m["high"] - m["value"], m["value"] - m["low"])
+                cells.append(f"{fmt(m['value'])} [dim]±{fmt(half)}[/]")
+            table.add_row(policy + (" *" if policy in best else ""), *cells)
+        out.print(table)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:  # pragma: no cover - typer normally handles this
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""What every application domain provides to the rest of fieldrl.
+
+A domain is a plain object (usually a module-level instance of a ``Domain``
+subclass). Evaluation, training and reports only talk to this interface, so a
+new domain never changes the runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel
+
+from fieldrl.policies.base import Policy
+
+
+@dataclass(frozen=True)
+class KPI:
+    """An episode-level key performance indicator in the domain's own units.
+
+    :param name: column-safe identifier, e.g. ``tumour_burden``.
+    :param label: words a stakeholder reads, e.g. ``Final tumour burden``.
+    :param unit: unit shown beside values, e.g. ``% of initial``.
+    :param higher_is_better: direction used for "best" and for findings.
+    :param fmt: format spec used in tables.
+    """
+
+    name: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    fmt: str = ".3g"
+
+
+@dataclass(frozen=True)
+class HeuristicSpec:
+    """A named baseline controller and the settings it accepts.
+
+    :param settings_model: pydantic model (``extra="forbid"``) validating the
+        ``settings`` mapping of a scenario's heuristic entry.
+    :param build: ``build(settings, params, name) -> Policy``.
+    :param description: one line for ``fieldrl list`` and the report appendix.
+    """
+
+    settings_model: type[BaseModel]
+    build: Callable[[BaseModel, BaseModel, str], Policy]
+    description: str
+
+
+class EvalEnvs(Protocol):
+    """A fixed batch of episodes, one per seed, stepped in lockstep without autoreset.
+
+    After an environment finishes, its entries in later steps are ignored by the
+    runner (``active`` mask); implementations may return anything there.
+    """
+
+    n: int
+
+    def reset(self) -> np.ndarray: ...
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """Return ``obs, reward, terminated, truncated, info`` with a leading batch axis.
+
+        ``info`` maps names to arrays of shape ``(n, ...)``; the domain's
+        ``episode_kpis`` reads them.
+        """
+        ...
+
+
+@dataclass
+class EpisodeRecord:
+    """Everything the runner saw for a batch of episodes, stacked over time.
+
+    Arrays have shape ``(steps, n, ...)``; ``active[t, i]`` is True while episode
+    ``i`` was still running at step ``t`` (including its final step).
+    """
+
+    rewards: np.ndarray
+    actions: np.ndarray
+    active: np.ndarray
+    terminated: np.ndarray
+    info: dict[str, np.ndarray] = field(default_factory=dict)
+    initial_info: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.active.sum(axis=0)
+
+    @property
+    def returns(self) -> np.ndarray:
+        return np.where(self.active, self.rewards, 0.0).sum(axis=0)
+
+
+class Domain:
+    """Base class for application domains; subclasses fill in the class attributes.
+
+    :param name: registry name used in scenario files (``domain: chemo``).
+    :param title: human title for reports.
+    :param params_model: pydantic model of the domain's scenario parameters.
+    :param kpis: KPIs in report order; the first is the default primary KPI.
+    :param heuristics: baseline controllers by name.
+    """
+
+    name: str
+    title: str
+    params_model: type[BaseModel]
+    kpis: Sequence[KPI]
+    heuristics: dict[str, HeuristicSpec]
+
+    def make_env(self, params: BaseModel, seed: int | None = None) -> gym.Env:
+        """A single Gymnasium environment (reset it with ``seed`` for reproducibility)."""
+        raise NotImplementedError
+
+    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> Any:
+        """A Stable-Baselines3 ``VecEnv`` for training; override where a batched engine pays."""
+        from stable_baselines3.common.env_util import make_vec_env
+
+        return make_vec_env(lambda: self.make_env(params), n_envs=n_envs, seed=seed)
+
+    def make_eval_envs(self, params: BaseModel, seeds: Sequence[int]) -> EvalEnvs:
+        """One episode per seed, stepped together; override where a batched engine pays."""
+        return LockstepEnvs([self.make_env(params) for _ in seeds], seeds, self.info_keys)
+
+    #: keys of ``info`` (numeric, fixed shape) that ``LockstepEnvs`` stacks for ``episode_kpis``.
+    info_keys: Sequence[str] = ()
+
+    def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
+        """KPI values for every episode in ``record``: name -> array of shape ``(n,)``."""
+        raise NotImplementedError
+
+    def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
+        """Per-step trace of one episode for the report's domain figures (optional)."""
+        return pd.DataFrame({"step": np.arange(int(record.lengths[index]))})
+
+    def report_section(self, context: Any) -> list[Any]:
+        """Reportlab flowables with the domain's own figures and findings (optional)."""
+        return []
+
+    def kpi(self, name: str) -> KPI:
+        for k in self.kpis:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+
+class LockstepEnvs:
+    """Step a list of Gymnasium envs together, one seeded episode each, no autoreset."""
+
+    def __init__(self, envs: Sequence[gym.Env], seeds: Sequence[int], info_keys: Sequence[str]):
+        self.envs = list(envs)
+        self.seeds = [int(s) for s in seeds]
+        self.n = len(self.envs)
+        self.info_keys = tuple(info_keys)
+        self._done = np.zeros(self.n, dtype=bool)
+        self._last_obs: list[Any] = []
+
+    def _stack_info(self, infos: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
+        return {k: np.stack([np.asarray(i[k], dtype=float) for i in infos]) for k in self.info_keys}
+
+    def reset(self) -> np.ndarray:
+        results = [env.reset(seed=s) for env, s in zip(self.envs, self.seeds, strict=True)]
+        self._done[:] = False
+        self._last_obs = [o for o, _ in results]
+        self.initial_info = self._stack_info([i for _, i in results])
+        self._last_info = [i for _, i in results]
+        return np.stack(self._last_obs)
+
+    def step(self, actions: np.ndarray):
+        rewards = np.zeros(self.n)
+        terminated = np.zeros(self.n, dtype=bool)
+        truncated = np.zeros(self.n, dtype=bool)
+        for i, env in enumerate(self.envs):
+            if self._done[i]:
+                continue
+            obs, r, term, trunc, info = env.step(actions[i])
+            self._last_obs[i], self._last_info[i] = obs, info
+            rewards[i], terminated[i], truncated[i] = r, term, trunc
+            self._done[i] = term or trunc
+        return (
+            np.stack(self._last_obs),
+            rewards,
+            terminated,
+            truncated,
+            self._stack_info(self._last_info),
+        )

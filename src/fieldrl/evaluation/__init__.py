@@ -1,0 +1,1 @@
+"""Evaluation: the runner (policies x seeds), statistics and the run folder."""

@@ -1,0 +1,126 @@
+"""Aggregate statistics with stratified bootstrap confidence intervals.
+
+Why hand-written: rliable (the reference for RL evaluation statistics) pins an old
+``arch`` that does not build here; the method below is the same stratified
+percentile bootstrap it uses, extended to fieldrl's paired design. Values form a
+matrix ``M[train_seed, eval_seed]`` (episodes on one eval seed averaged first).
+Each bootstrap sample resamples train seeds and eval seeds independently, with the
+SAME eval-seed draw used for every policy compared, because every policy faced the
+same held-out seeds (common random numbers). ``tests/test_stats.py`` checks the
+single-level case against ``scipy.stats.bootstrap``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+
+@dataclass(frozen=True)
+class Interval:
+    value: float
+    low: float
+    high: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"value": self.value, "low": self.low, "high": self.high}
+
+
+def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Interquartile mean: the mean of the middle 50 % (robust to outlier episodes)."""
+    return sps.trim_mean(values, 0.25, axis=axis)
+
+
+def value_matrix(frame: pd.DataFrame, eval_seeds: list[int]) -> np.ndarray:
+    """``M[train_seed, eval_seed]`` for one policy and metric (episodes averaged)."""
+    table = frame.pivot_table(index="train_seed", columns="eval_seed", values="value", aggfunc="mean")
+    return table.reindex(columns=eval_seeds).to_numpy(dtype=float)
+
+
+class Bootstrap:
+    """Shared resampling indices so that paired comparisons use the same eval seeds."""
+
+    def __init__(self, n_eval: int, samples: int, seed: int = 0):
+        self.samples = samples
+        self.rng = np.random.default_rng(seed)
+        self.eval_idx = self.rng.integers(0, n_eval, size=(samples, n_eval))
+        self._train_idx: dict[int, np.ndarray] = {}
+
+    def train_idx(self, n_train: int) -> np.ndarray:
+        if n_train not in self._train_idx:
+            rng = np.random.default_rng([n_train, 7])
+            self._train_idx[n_train] = rng.integers(0, n_train, size=(self.samples, n_train))
+        return self._train_idx[n_train]
+
+    def resample(self, matrix: np.ndarray, chunk: int = 250) -> Iterator[np.ndarray]:
+        """Bootstrap samples of ``matrix``, ``chunk`` at a time, each block ``(chunk, R*E)``."""
+        ti = self.train_idx(matrix.shape[0])
+        for start in range(0, self.samples, chunk):
+            sl = slice(start, start + chunk)
+            yield matrix[ti[sl][:, :, None], self.eval_idx[sl][:, None, :]].reshape(ti[sl].shape[0], -1)
+
+    def statistic(self, matrix: np.ndarray, func: Any) -> np.ndarray:
+        return np.concatenate([func(block, axis=1) for block in self.resample(matrix)])
+
+
+def interval(point: float, boot: np.ndarray, confidence: float) -> Interval:
+    alpha = (1 - confidence) / 2
+    if not np.isfinite(boot).any():
+        return Interval(float(point), float("nan"), float("nan"))
+    low, high = np.nanpercentile(boot, [100 * alpha, 100 * (1 - alpha)])
+    return Interval(float(point), float(low), float(high))
+
+
+def describe(matrix: np.ndarray, boot: Bootstrap, confidence: float) -> dict[str, Any]:
+    """Mean and IQM with bootstrap CIs for one policy's value matrix."""
+    flat = matrix.reshape(-1)
+    return {
+        "mean": interval(float(np.mean(flat)), boot.statistic(matrix, np.mean), confidence).as_dict(),
+        "iqm": interval(float(iqm(flat)), boot.statistic(matrix, iqm), confidence).as_dict(),
+        "n_train_seeds": int(matrix.shape[0]),
+        "n_eval_seeds": int(matrix.shape[1]),
+    }
+
+
+def paired_difference(
+    learned: np.ndarray, baseline: np.ndarray, boot: Bootstrap, confidence: float
+) -> dict[str, Any]:
+    """Learned minus baseline on the same eval seeds: absolute and relative, with CIs.
+
+    :param learned: ``(R, E)`` matrix.
+    :param baseline: ``(1, E)`` matrix (a heuristic) or ``(R', E)``; averaged over its rows.
+    """
+    base_row = baseline.mean(axis=0)
+    ti = boot.train_idx(learned.shape[0])
+    ei = boot.eval_idx
+    learned_means = learned[ti[:, :, None], ei[:, None, :]].mean(axis=(1, 2))
+    base_means = base_row[ei].mean(axis=1)
+    diff_boot = learned_means - base_means
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel_boot = 100.0 * diff_boot / np.abs(base_means)
+    rel_boot[~np.isfinite(rel_boot)] = np.nan  # a resample whose baseline mean is 0
+    point_l, point_b = float(learned.mean()), float(base_row.mean())
+    point_rel = 100.0 * (point_l - point_b) / abs(point_b) if point_b != 0 else float("nan")
+    return {
+        "difference": interval(point_l - point_b, diff_boot, confidence).as_dict(),
+        "relative_percent": interval(point_rel, rel_boot, confidence).as_dict(),
+    }
+
+
+def probability_better(
+    learned: np.ndarray,
+    baseline: np.ndarray,
+    higher_is_better: bool,
+    boot: Bootstrap,
+    confidence: float,
+) -> dict[str, float]:
+    """P(learned does better than baseline on the same held-out seed), ties count half."""
+    base_row = baseline.mean(axis=0)
+    sign = 1.0 if higher_is_better else -1.0
+    wins = (np.sign(sign * (learned - base_row[None, :])) + 1.0) / 2.0  # 1 win, 0.5 tie, 0 loss
+    return interval(float(wins.mean()), boot.statistic(wins, np.mean), confidence).as_dict()

@@ -1,0 +1,148 @@
+"""The run folder: atomic writes and a SHA-256 manifest of every artifact.
+
+Everything fieldrl writes goes through :func:`atomic_write_bytes` (temp file in
+the same folder, fsync, ``os.replace``), so an interrupted run never leaves a
+half-written results file, model or PDF: the old file stays until the new one
+is complete. The manifest is what makes model files safe to load: SB3 zips
+contain pickles, so a file is only unpickled if its hash matches the manifest
+fieldrl wrote when it saved the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fieldrl.errors import FieldrlError
+
+MANIFEST = "manifest.json"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version(), "platform": platform.platform()}
+    for dist in (
+        "fieldrl",
+        "numpy",
+        "scipy",
+        "torch",
+        "gymnasium",
+        "stable-baselines3",
+        "sb3-contrib",
+        "pandas",
+        "pydantic",
+        "matplotlib",
+        "reportlab",
+    ):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = "not installed"
+    return versions
+
+
+class RunFolder:
+    """One run: scenario snapshot, models, results, report, manifest."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    # -- writing -------------------------------------------------------------------------
+    def write_bytes(self, rel: str, data: bytes, record: bool = True) -> Path:
+        target = self.path / rel
+        atomic_write_bytes(target, data)
+        if record:
+            self.record(rel)
+        return target
+
+    def write_text(self, rel: str, text: str, record: bool = True) -> Path:
+        return self.write_bytes(rel, text.encode("utf-8"), record)
+
+    def write_json(self, rel: str, obj: Any, record: bool = True) -> Path:
+        return self.write_text(rel, json.dumps(obj, indent=2, default=str) + "\n", record)
+
+    def write_parquet(self, rel: str, frame: pd.DataFrame, record: bool = True) -> Path:
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        return self.write_bytes(rel, buffer.getvalue(), record)
+
+    # -- manifest ------------------------------------------------------------------------
+    def manifest(self) -> dict[str, Any]:
+        path = self.path / MANIFEST
+        if not path.exists():
+            return {"files": {}}
+        try:
+            return json.loads(path.read_text("utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FieldrlError(f"{path}: manifest is unreadable ({exc})") from None
+
+    def record(self, *rels: str) -> None:
+        """Add (or refresh) the SHA-256 of files in the manifest. Only the main process calls this."""
+        manifest = self.manifest()
+        for rel in rels:
+            target = self.path / rel
+            manifest["files"][rel] = {"sha256": sha256_of(target), "bytes": target.stat().st_size}
+        manifest["files"] = dict(sorted(manifest["files"].items()))
+        text = json.dumps(manifest, indent=2) + "\n"
+        atomic_write_bytes(self.path / MANIFEST, text.encode("utf-8"))
+
+    def expected_hash(self, rel: str) -> str:
+        entry = self.manifest()["files"].get(rel)
+        if entry is None:
+            raise FieldrlError(
+                f"{self.path / rel}: not in this run's manifest; fieldrl only loads model files it wrote"
+            )
+        return entry["sha256"]
+
+    def verified_path(self, rel: str, expected_sha256: str) -> Path:
+        """Return the path of ``rel`` if its content matches ``expected_sha256``; refuse otherwise."""
+        target = self.path / rel
+        if not target.is_file():
+            raise FieldrlError(f"{target}: file is missing from the run folder")
+        actual = sha256_of(target)
+        if actual != expected_sha256:
+            raise FieldrlError(
+                f"{target}: SHA-256 {actual[:12]}... does not match the manifest "
+                f"({expected_sha256[:12]}...); refusing to load a file fieldrl did not write"
+            )
+        return target
+
+    # -- reading -------------------------------------------------------------------------
+    def require(self, rel: str, what: str) -> Path:
+        target = self.path / rel
+        if not target.is_file():
+            raise FieldrlError(f"{self.path}: no {rel} here; {what}")
+        return target
+
+    def read_json(self, rel: str) -> Any:
+        return json.loads((self.path / rel).read_text("utf-8"))

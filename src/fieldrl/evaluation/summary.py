@@ -1,0 +1,99 @@
+"""From the tidy results table to ``summary.json``: per-policy aggregates with CIs,
+the best heuristic and best learned policy per variant, and their paired comparison."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from fieldrl.domains.base import Domain
+from fieldrl.evaluation.stats import (
+    Bootstrap,
+    describe,
+    paired_difference,
+    probability_better,
+    value_matrix,
+)
+from fieldrl.scenario import Scenario
+
+
+def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget: str) -> dict[str, Any]:
+    options = scenario.report
+    primary = domain.kpi(options.primary_kpi or domain.kpis[0].name)
+    eval_seeds = list(scenario.seeds.eval)
+    policies = [(e.label, "heuristic") for e in scenario.policies.heuristics] + [
+        (e.label, "learned") for e in scenario.policies.learned
+    ]
+    summary: dict[str, Any] = {
+        "scenario": scenario.name,
+        "domain": domain.name,
+        "budget": budget,
+        "confidence": options.confidence,
+        "bootstrap_samples": options.bootstrap_samples,
+        "primary_kpi": primary.name,
+        "kpis": [
+            {
+                "name": k.name,
+                "label": k.label,
+                "unit": k.unit,
+                "higher_is_better": k.higher_is_better,
+            }
+            for k in domain.kpis
+        ],
+        "policies": [{"name": n, "kind": kind} for n, kind in policies],
+        "variants": {},
+    }
+    for variant in scenario.variant_names:
+        boot = Bootstrap(len(eval_seeds), options.bootstrap_samples, seed=0)
+        vrows = results[results["variant"] == variant]
+        matrices: dict[str, dict[str, Any]] = {}
+        per_policy: dict[str, Any] = {}
+        for name, _ in policies:
+            prow = vrows[vrows["policy"] == name]
+            if prow.empty:
+                continue
+            matrices[name] = {}
+            per_policy[name] = {}
+            for kpi in domain.kpis:
+                m = value_matrix(prow[prow["metric"] == kpi.name], eval_seeds)
+                matrices[name][kpi.name] = m
+                per_policy[name][kpi.name] = describe(m, boot, options.confidence)
+        entry: dict[str, Any] = {"policies": per_policy}
+        best = {
+            kind: _best([n for n, k in policies if k == kind and n in per_policy], per_policy, primary)
+            for kind in ("heuristic", "learned")
+        }
+        entry["best_heuristic"], entry["best_learned"] = best["heuristic"], best["learned"]
+        if best["heuristic"] and best["learned"]:
+            lm, hm = matrices[best["learned"]], matrices[best["heuristic"]]
+            entry["comparison"] = {
+                k.name: paired_difference(lm[k.name], hm[k.name], boot, options.confidence)
+                for k in domain.kpis
+            }
+            entry["probability_better"] = probability_better(
+                lm[primary.name],
+                hm[primary.name],
+                primary.higher_is_better,
+                boot,
+                options.confidence,
+            )
+        summary["variants"][variant] = entry
+    return summary
+
+
+def _best(names: list[str], per_policy: dict[str, Any], kpi: Any) -> str | None:
+    if not names:
+        return None
+    sign = 1 if kpi.higher_is_better else -1
+    return max(names, key=lambda n: sign * per_policy[n][kpi.name]["mean"]["value"])
+
+
+def kpi_table(summary: dict[str, Any], variant: str) -> pd.DataFrame:
+    """One row per policy, one column per KPI mean (for compare and the CLI summary)."""
+    rows = []
+    for policy, kpis in summary["variants"][variant]["policies"].items():
+        row = {"policy": policy}
+        row.update({k: v["mean"]["value"] for k, v in kpis.items()})
+        rows.append(row)
+    return pd.DataFrame(rows)

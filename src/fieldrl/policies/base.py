@@ -1,0 +1,36 @@
+"""The one interface evaluation sees: heuristics and trained models act alike.
+
+Policies act on a *batch* of environments at once (``obs`` has a leading axis of
+size ``n_envs``). Batching lets one network forward pass serve a hundred held-out
+patients, and lets a heuristic be a few numpy lines.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A controller that maps a batch of observations to a batch of actions.
+
+    :param name: label used in results and reports.
+    """
+
+    name: str
+
+    def reset(self, n_envs: int) -> None:
+        """Forget all per-episode memory and prepare for ``n_envs`` parallel episodes."""
+        ...
+
+    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        """Return actions for every environment in the batch.
+
+        :param obs: observations, shape ``(n_envs, *obs_shape)``.
+        :param episode_start: boolean ``(n_envs,)``; True on the first step of an
+            episode, so stateful policies (counters, LSTM states) restart there.
+        :return: actions, shape ``(n_envs, *action_shape)``.
+        """
+        ...

@@ -1,0 +1,182 @@
+"""Train Stable-Baselines3 models for a scenario entry, save them, and load them back
+as :class:`~fieldrl.policies.base.Policy` objects.
+
+Observation normalisation statistics are saved as plain numbers (JSON), not as a
+pickled ``VecNormalize``, so the only pickle-bearing file is the SB3 zip, and that
+one is loaded only after its SHA-256 matches the run manifest.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
+
+from fieldrl.policies.registry import ALGORITHMS, build_kwargs
+
+MODEL_FILE = "model.zip"
+NORM_FILE = "obs_normalization.json"
+CURVE_FILE = "learning_curve.csv"
+
+
+class LearningCurve(BaseCallback):
+    """Records every finished training episode (env steps so far, return, length)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[int, float, int]] = []
+
+    def _on_step(self) -> bool:
+        for info in self.locals.get("infos", []):
+            episode = info.get("episode")
+            if episode is not None:
+                self.rows.append((self.num_timesteps, float(episode["r"]), int(episode["l"])))
+        return True
+
+    def csv_text(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["timesteps", "episode_return", "episode_length"])
+        writer.writerows(self.rows)
+        return out.getvalue()
+
+
+class ProgressReporter(BaseCallback):
+    """Calls ``report(steps_done)`` about a hundred times over training."""
+
+    def __init__(self, total: int, report: Callable[[int], None]) -> None:
+        super().__init__()
+        self.every = max(1, total // 100)
+        self.report = report
+        self._last = 0
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps - self._last >= self.every:
+            self._last = self.num_timesteps
+            self.report(self.num_timesteps)
+        return True
+
+
+def train_model(
+    make_vec_env: Callable[[int, int], Any],
+    entry: Any,
+    seed: int,
+    out_dir: Path,
+    tensorboard_dir: Path | None = None,
+    report: Callable[[int], None] | None = None,
+) -> dict[str, bytes]:
+    """Train one model and return its artifacts as ``{file name: bytes}`` (caller writes them).
+
+    :param make_vec_env: ``(n_envs, seed) -> VecEnv``.
+    :param entry: the scenario's ``LearnedEntry``.
+    :param seed: training seed (network init, exploration, environment stream).
+    :param out_dir: folder the model belongs in (used for the temp save only).
+    :param tensorboard_dir: where SB3 writes TensorBoard logs, if anywhere.
+    :param report: progress callback receiving env steps done.
+    """
+    torch.set_num_threads(1)
+    venv = VecMonitor(make_vec_env(entry.n_envs, seed))
+    kwargs = build_kwargs(entry.hyperparameters, _action_dim(venv.action_space))
+    normalized = entry.normalize_obs or entry.normalize_reward
+    if normalized:
+        venv = VecNormalize(
+            venv,
+            norm_obs=entry.normalize_obs,
+            norm_reward=entry.normalize_reward,
+            gamma=float(kwargs.get("gamma", 0.99)),
+        )
+    algo = ALGORITHMS[entry.algorithm]
+    model = algo(
+        entry.policy,
+        venv,
+        seed=seed,
+        verbose=0,
+        device="cpu",
+        tensorboard_log=str(tensorboard_dir) if tensorboard_dir else None,
+        **kwargs,
+    )
+    curve = LearningCurve()
+    callbacks: list[BaseCallback] = [curve]
+    if report is not None:
+        callbacks.append(ProgressReporter(entry.train_steps, report))
+    model.learn(
+        total_timesteps=entry.train_steps,
+        callback=CallbackList(callbacks),
+        tb_log_name=f"{entry.label}-seed{seed}",
+        progress_bar=False,
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    model.save(buffer)
+    artifacts = {MODEL_FILE: buffer.getvalue(), CURVE_FILE: curve.csv_text().encode()}
+    if isinstance(venv, VecNormalize) and entry.normalize_obs:
+        rms = venv.obs_rms
+        stats = {
+            "mean": np.asarray(rms.mean).tolist(),
+            "var": np.asarray(rms.var).tolist(),
+            "clip_obs": venv.clip_obs,
+            "epsilon": venv.epsilon,
+        }
+        artifacts[NORM_FILE] = json.dumps(stats).encode()
+    venv.close()
+    return artifacts
+
+
+def _action_dim(space: spaces.Space) -> int | None:
+    return int(np.prod(space.shape)) if isinstance(space, spaces.Box) else None
+
+
+def normalize_obs(obs: np.ndarray, norm: dict[str, Any] | None) -> np.ndarray:
+    """What ``VecNormalize.normalize_obs`` did in training, from the saved statistics."""
+    if norm is None:
+        return obs
+    mean, var, clip = np.asarray(norm["mean"]), np.asarray(norm["var"]), norm["clip_obs"]
+    return np.clip((obs - mean) / np.sqrt(var + norm["epsilon"]), -clip, clip).astype(np.float32)
+
+
+class SB3Policy:
+    """A trained SB3 model behind the batched Policy protocol (LSTM state carried for recurrent ones)."""
+
+    def __init__(self, name: str, model: Any, norm: dict[str, Any] | None = None):
+        self.name = name
+        self.model = model
+        self.norm = norm
+        self.recurrent = hasattr(model.policy, "lstm_actor")
+        self._state: Any = None
+
+    def reset(self, n_envs: int) -> None:
+        self._state = None
+
+    def _normalize(self, obs: np.ndarray) -> np.ndarray:
+        if self.norm is None:
+            return obs
+        mean, var = np.asarray(self.norm["mean"]), np.asarray(self.norm["var"])
+        clip = self.norm["clip_obs"]
+        return np.clip((obs - mean) / np.sqrt(var + self.norm["epsilon"]), -clip, clip).astype(np.float32)
+
+    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        obs = normalize_obs(np.asarray(obs), self.norm)
+        if self.recurrent:
+            actions, self._state = self.model.predict(
+                obs, state=self._state, episode_start=episode_start, deterministic=True
+            )
+        else:
+            actions, _ = self.model.predict(obs, deterministic=True)
+        return actions
+
+
+def load_policy(name: str, algorithm: str, model_path: Path, norm_path: Path | None) -> SB3Policy:
+    """Load a model the caller has already verified against the run manifest."""
+    torch.set_num_threads(1)
+    model = ALGORITHMS[algorithm].load(str(model_path), device="cpu")
+    norm = json.loads(norm_path.read_text()) if norm_path is not None else None
+    return SB3Policy(name, model, norm)

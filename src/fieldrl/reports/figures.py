@@ -1,0 +1,100 @@
+"""Shared matplotlib figures: KPI comparison with CIs, learning curves."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+HEURISTIC_COLOR = "#8c8c8c"
+LEARNED_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"]
+
+
+def png_bytes(fig: plt.Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def policy_colors(policies: list[dict[str, str]]) -> dict[str, str]:
+    colors, i = {}, 0
+    for p in policies:
+        if p["kind"] == "heuristic":
+            colors[p["name"]] = HEURISTIC_COLOR
+        else:
+            colors[p["name"]] = LEARNED_COLORS[i % len(LEARNED_COLORS)]
+            i += 1
+    return colors
+
+
+def kpi_comparison(summary: dict[str, Any], variant: str) -> bytes:
+    """One panel per KPI: mean and 95 % CI per policy, learned in colour, heuristics grey."""
+    entry = summary["variants"][variant]
+    kpis = summary["kpis"]
+    policies = [p for p in summary["policies"] if p["name"] in entry["policies"]]
+    colors = policy_colors(summary["policies"])
+    ncols = min(3, len(kpis))
+    nrows = int(np.ceil(len(kpis) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 0.32 * len(policies) * nrows + 1.4 * nrows))
+    axes = np.atleast_1d(axes).reshape(-1)
+    names = [p["name"] for p in policies]
+    y = np.arange(len(names))[::-1]
+    for ax, kpi in zip(axes, kpis, strict=False):
+        stats = [entry["policies"][n][kpi["name"]]["mean"] for n in names]
+        values = np.array([s["value"] for s in stats])
+        err = np.array([[s["value"] - s["low"] for s in stats], [s["high"] - s["value"] for s in stats]])
+        ax.barh(y, values, xerr=np.clip(err, 0, None), color=[colors[n] for n in names], capsize=2)
+        ax.set_yticks(y, names if ax is axes[0] or ncols == 1 else names, fontsize=7)
+        arrow = "higher is better" if kpi["higher_is_better"] else "lower is better"
+        unit = f" ({kpi['unit']})" if kpi["unit"] else ""
+        ax.set_title(f"{kpi['label']}{unit}\n{arrow}", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.axvline(0, color="black", linewidth=0.5)
+    for ax in axes[len(kpis) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def learning_curves(curves: pd.DataFrame, colors: dict[str, str], bins: int = 30) -> bytes | None:
+    """Training episode return against env steps: mean over seeds, band = min-max over seeds.
+
+    These are *training* curves: they show that learning happened, not how well the
+    policy does on held-out cases (the KPI table does that).
+    """
+    if curves.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    for policy, frame in curves.groupby("policy", sort=False):
+        edges = np.linspace(0, frame["timesteps"].max(), bins + 1)
+        per_seed = []
+        for _, seed_frame in frame.groupby("seed"):
+            idx = np.clip(np.digitize(seed_frame["timesteps"], edges) - 1, 0, bins - 1)
+            sums = np.bincount(idx, weights=seed_frame["episode_return"], minlength=bins)
+            counts = np.bincount(idx, minlength=bins)
+            with np.errstate(invalid="ignore"):
+                per_seed.append(sums / counts)
+        arr = np.array(per_seed)
+        centers = (edges[:-1] + edges[1:]) / 2
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN bins of short runs
+            mean = np.nanmean(arr, axis=0)
+            low, high = np.nanmin(arr, axis=0), np.nanmax(arr, axis=0)
+        ok = ~np.isnan(mean)
+        color = colors.get(policy)
+        ax.plot(centers[ok], mean[ok], label=f"{policy} ({len(per_seed)} seed(s))", color=color)
+        ax.fill_between(centers[ok], low[ok], high[ok], alpha=0.2, color=color)
+    ax.set_xlabel("environment steps of training")
+    ax.set_ylabel("training episode return")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return png_bytes(fig)

@@ -1,0 +1,119 @@
+"""Plain-words findings from ``summary.json``: what a stakeholder reads first.
+
+The sentences are built from the paired comparison (best learned vs best heuristic
+on the same held-out seeds) and say "did worse" when the learned policy did worse.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def fmt(value: float) -> str:
+    """Three significant digits, without scientific notation for the tiny values KPIs produce."""
+    if value != value:  # NaN
+        return "n/a"
+    if value == 0 or abs(value) >= 0.01:
+        return f"{value:,.3g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return "≈0"
+
+
+def label(kpi: dict[str, Any]) -> str:
+    """KPI label inside a sentence: lower-case first letter unless it starts an acronym."""
+    text = kpi["label"]
+    return text if text[1:2].isupper() else text[:1].lower() + text[1:]
+
+
+def pct(value: float) -> str:
+    return f"{value:+.0f} %" if abs(value) >= 10 else f"{value:+.2g} %"
+
+
+def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, base: float, scale: float):
+    """(verdict, phrase) for one KPI: verdict is better / worse / unclear.
+
+    ``scale`` is the largest absolute mean of this KPI over all policies: differences
+    below 0.1 % of it count as no difference, and a relative (%) difference is only
+    quoted where the unit is not itself a percentage and the baseline is not near
+    zero; otherwise the difference is absolute.
+    """
+    diff = comparison["difference"]
+    sign = 1 if kpi["higher_is_better"] else -1
+    negligible = abs(diff["value"]) < 1e-3 * scale
+    if (diff["low"] > 0 or diff["high"] < 0) and not negligible:
+        verdict = "better" if sign * diff["value"] > 0 else "worse"
+    else:
+        verdict = "unclear"
+    unit = kpi["unit"]
+    direction = "higher" if diff["value"] > 0 else "lower"
+    rel = comparison["relative_percent"]
+    relative_ok = (
+        unit not in ("", "%")
+        and abs(base) >= 0.01 * scale
+        and all(math.isfinite(rel[k]) for k in ("value", "low", "high"))
+    )
+    if relative_ok:
+        size = f"{pct(abs(rel['value']))[1:]} {direction}"
+        ci = f"95 % CI {pct(rel['low'])} to {pct(rel['high'])}"
+    else:
+        unit_text = {"": "", "%": " percentage points"}.get(unit, f" ({unit})")
+        size = f"{fmt(abs(diff['value']))}{unit_text} {direction}"
+        ci = f"95 % CI {fmt(diff['low'])} to {fmt(diff['high'])}"
+    return verdict, f"{label(kpi)} {size} ({ci})"
+
+
+def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
+    entry = summary["variants"][variant]
+    kpis = {k["name"]: k for k in summary["kpis"]}
+    primary = kpis[summary["primary_kpi"]]
+    where = "" if variant == "default" else f"On {variant}: "
+    learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+    if not learned or not heuristic:
+        best = learned or heuristic
+        stats = entry["policies"][best][primary["name"]]["mean"]
+        return [
+            f"{where}{best} had the best {label(primary)}: {fmt(stats['value'])} "
+            f"(95 % CI {fmt(stats['low'])} to {fmt(stats['high'])}). No learned-vs-standard "
+            "comparison: the scenario has only one kind of policy."
+        ]
+    comparison = entry["comparison"]
+
+    def means(name: str) -> tuple[float, float, float]:
+        scale = max(abs(v[name]["mean"]["value"]) for v in entry["policies"].values())
+        lv, hv = (entry["policies"][p][name]["mean"]["value"] for p in (learned, heuristic))
+        return lv, hv, scale
+
+    lv, hv, scale = means(primary["name"])
+    verdict, phrase = _change(primary, comparison[primary["name"]], lv, hv, scale)
+    verb = {
+        "better": "did better than",
+        "worse": "did worse than",
+        "unclear": "could not be told apart from",
+    }[verdict]
+    unit = f" {primary['unit']}" if primary["unit"] else ""
+    lines = [
+        f"{where}{learned}, the best learned policy, {verb} {heuristic}, the best standard policy, on "
+        f"{label(primary)}: {fmt(lv)} vs {fmt(hv)}{unit}; {phrase}."
+    ]
+    others = {"better": [], "worse": [], "unclear": []}
+    for name, kpi in kpis.items():
+        if name == primary["name"]:
+            continue
+        v, p = _change(kpi, comparison[name], *means(name))
+        others[v].append(p if v != "unclear" else label(kpi))
+    parts = []
+    if others["better"]:
+        parts.append("it did better on " + "; ".join(others["better"]))
+    if others["worse"]:
+        parts.append("it did worse on " + "; ".join(others["worse"]))
+    if others["unclear"]:
+        parts.append("no clear difference in " + ", ".join(others["unclear"]))
+    if parts:
+        text = ". ".join(p[:1].upper() + p[1:] for p in parts)
+        lines.append(f"Against {heuristic}, {text[:1].lower()}{text[1:]}.")
+    pb = entry["probability_better"]
+    lines.append(
+        f"On a given held-out case, {learned} beat {heuristic} on {label(primary)} "
+        f"{100 * pb['value']:.0f} % of the time (95 % CI {100 * pb['low']:.0f}-{100 * pb['high']:.0f} %)."
+    )
+    return lines

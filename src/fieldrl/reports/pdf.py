@@ -1,0 +1,366 @@
+"""Build ``report.pdf`` for a run folder with reportlab.
+
+Order follows what a stakeholder needs: the finding in plain words first, then the
+KPI table with units and confidence intervals, the comparison chart, learning
+curves, the domain's own figures, and an appendix with everything needed to
+reproduce the numbers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+import pandas as pd
+import yaml
+from reportlab.lib import colors
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
+from reportlab.lib.units import cm
+from reportlab.platypus import (
+    Image,
+    KeepTogether,
+    ListFlowable,
+    ListItem,
+    PageBreak,
+    Paragraph,
+    Preformatted,
+    SimpleDocTemplate,
+    Spacer,
+    Table,
+    TableStyle,
+)
+
+from fieldrl.domains import get_domain
+from fieldrl.domains.base import Domain
+from fieldrl.evaluation.store import RunFolder
+from fieldrl.reports import figures
+from fieldrl.reports.findings import fmt, variant_findings
+from fieldrl.scenario import Scenario
+
+PAGE_WIDTH = A4[0] - 4 * cm
+
+
+@dataclass
+class ReportContext:
+    """What a domain's ``report_section`` may use to add its own pages."""
+
+    folder: RunFolder
+    scenario: Scenario
+    domain: Domain
+    summary: dict[str, Any]
+    results: pd.DataFrame
+    traces: pd.DataFrame
+    styles: Any
+    colors: dict[str, str]
+    figure_files: list[str] = field(default_factory=list)
+
+    def figure(self, name: str, png: bytes, width: float = PAGE_WIDTH) -> Image:
+        """Save ``png`` under figures/ and return it as a flowable scaled to ``width``."""
+        rel = f"figures/{name}.png"
+        self.folder.write_bytes(rel, png, record=False)
+        self.figure_files.append(rel)
+        return _image(png, width)
+
+    def para(self, text: str, style: str = "BodyText") -> Paragraph:
+        return Paragraph(escape(text), self.styles[style])
+
+
+def _image(png: bytes, width: float) -> Image:
+    from reportlab.lib.utils import ImageReader
+
+    w, h = ImageReader(io.BytesIO(png)).getSize()
+    return Image(io.BytesIO(png), width=width, height=width * h / w)
+
+
+def _styles() -> Any:
+    styles = getSampleStyleSheet()
+    styles.add(ParagraphStyle("Finding", parent=styles["BodyText"], fontSize=10.5, leading=14))
+    styles.add(ParagraphStyle("Small", parent=styles["BodyText"], fontSize=8, leading=10))
+    styles["Code"].fontSize, styles["Code"].leading = 6.5, 7.5
+    styles.add(ParagraphStyle("Cell", parent=styles["BodyText"], fontSize=7.5, leading=9))
+    return styles
+
+
+def _learning_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.DataFrame:
+    from fieldrl.evaluation.runner import model_dir
+    from fieldrl.policies.learned import CURVE_FILE
+
+    frames = []
+    for entry in scenario.policies.learned:
+        for seed in scenario.seeds.train:
+            path = folder.path / model_dir(variant, entry.label, seed) / CURVE_FILE
+            if path.exists():
+                frame = pd.read_csv(path)
+                frames.append(frame.assign(policy=entry.label, seed=seed))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def kpi_table(ctx: ReportContext, variant: str) -> Table:
+    entry = ctx.summary["variants"][variant]
+    kpis = ctx.summary["kpis"]
+    cell = ctx.styles["Cell"]
+    header = [Paragraph("<b>Policy</b>", cell)]
+    for k in kpis:
+        arrow = "higher is better" if k["higher_is_better"] else "lower is better"
+        unit = f" ({escape(k['unit'])})" if k["unit"] else ""
+        header.append(Paragraph(f"<b>{escape(k['label'])}</b>{unit}<br/><i>{arrow}</i>", cell))
+    rows = [header]
+    best = {}
+    for k in kpis:
+        sign = 1 if k["higher_is_better"] else -1
+        best[k["name"]] = max(
+            entry["policies"],
+            key=lambda p, k=k, s=sign: s * entry["policies"][p][k["name"]]["mean"]["value"],
+        )
+    kinds = {p["name"]: p["kind"] for p in ctx.summary["policies"]}
+    for policy, values in entry["policies"].items():
+        label = f"{escape(policy)}<br/><font size=6>{kinds.get(policy, '')}</font>"
+        row = [Paragraph(label, cell)]
+        for k in kpis:
+            m = values[k["name"]]["mean"]
+            text = f"{fmt(m['value'])}<br/><font size=6>[{fmt(m['low'])}, {fmt(m['high'])}]</font>"
+            if best[k["name"]] == policy:
+                text = f"<b>{text}</b>"
+            row.append(Paragraph(text, cell))
+        rows.append(row)
+    first = 3.2 * cm
+    widths = [first] + [(PAGE_WIDTH - first) / len(kpis)] * len(kpis)
+    table = Table(rows, colWidths=widths, repeatRows=1)
+    style = [
+        ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
+        ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8eef5")),
+        ("VALIGN", (0, 0), (-1, -1), "TOP"),
+    ]
+    for i, policy in enumerate(entry["policies"], start=1):
+        if kinds.get(policy) == "learned":
+            style.append(("BACKGROUND", (0, i), (-1, i), colors.HexColor("#f4f8fc")))
+    table.setStyle(TableStyle(style))
+    return table
+
+
+def _bullets(items: list[Paragraph]) -> ListFlowable:
+    return ListFlowable([ListItem(p, leftIndent=10) for p in items], bulletType="bullet", start="•")
+
+
+def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) -> Path:
+    domain = get_domain(scenario.domain)
+    summary = folder.read_json("summary.json")
+    results = pd.read_parquet(folder.path / "results.parquet")
+    traces_path = folder.path / "traces.parquet"
+    traces = pd.read_parquet(traces_path) if traces_path.exists() else pd.DataFrame()
+    styles = _styles()
+    ctx = ReportContext(
+        folder,
+        scenario,
+        domain,
+        summary,
+        results,
+        traces,
+        styles,
+        figures.policy_colors(summary["policies"]),
+    )
+    story: list[Any] = []
+    title = scenario.report.title or f"{domain.title}: {scenario.name}"
+    story.append(Paragraph(escape(title), styles["Title"]))
+    budget = meta.get("budget", "full")
+    story.append(
+        ctx.para(
+            f"Report generated {dt.date.today().isoformat()} by fieldrl from run folder "
+            f"'{folder.path.name}' (budget: {budget}).",
+            "Small",
+        )
+    )
+    if scenario.description:
+        story.append(ctx.para(scenario.description.strip()))
+    n_eval = len(scenario.seeds.eval) * scenario.episodes_per_seed
+    story.append(
+        ctx.para(
+            f"What was compared: {len(scenario.policies.heuristics)} standard (heuristic) policies and "
+            f"{len(scenario.policies.learned)} learned policies, each trained on "
+            f"{len(scenario.seeds.train)} independent training seed(s). Every policy was then tested on "
+            f"the same {n_eval} held-out cases (seeds never used in training)"
+            + (
+                f", separately for each setting: {', '.join(scenario.variant_names)}."
+                if scenario.variants
+                else "."
+            )
+            + " Ranges in brackets are 95 % bootstrap confidence intervals."
+        )
+    )
+    story.append(Paragraph("Key findings", styles["Heading2"]))
+    findings = [
+        ctx.para(line, "Finding") for v in scenario.variant_names for line in variant_findings(summary, v)
+    ]
+    story.append(_bullets(findings))
+    if budget == "quick":
+        story.append(
+            ctx.para(
+                "Note: this run used the 'quick' budget (short training, few seeds); its numbers show the "
+                "pipeline working, not what the learned policies can reach.",
+                "Small",
+            )
+        )
+
+    for variant in scenario.variant_names:
+        suffix = "" if variant == "default" else f" — {variant}"
+        story.append(Paragraph(f"Results{suffix}", styles["Heading2"]))
+        params = _params_text(scenario, domain, variant)
+        story.append(ctx.para(f"Settings: {params}", "Small"))
+        story.append(kpi_table(ctx, variant))
+        story.append(Spacer(1, 6))
+        story.append(
+            ctx.para(
+                "Mean over held-out cases; brackets: 95 % CI; bold: best on that measure; shaded rows: "
+                "learned policies.",
+                "Small",
+            )
+        )
+        chart = ctx.figure(f"kpis-{variant}", figures.kpi_comparison(summary, variant))
+        story.append(KeepTogether([Paragraph(f"Comparison chart{suffix}", styles["Heading3"]), chart]))
+        curves = _learning_curves(folder, scenario, variant)
+        png = figures.learning_curves(curves, ctx.colors)
+        if png is not None:
+            story.append(
+                KeepTogether(
+                    [
+                        Paragraph(f"Learning curves{suffix}", styles["Heading3"]),
+                        ctx.figure(f"learning-{variant}", png, width=PAGE_WIDTH * 0.85),
+                        ctx.para(
+                            "Training-time returns (exploration on, training patients): they show learning "
+                            "progress only; the table above is the held-out evaluation.",
+                            "Small",
+                        ),
+                    ]
+                )
+            )
+    domain_flowables = domain.report_section(ctx)
+    if domain_flowables:
+        story.append(PageBreak())
+        story.extend(domain_flowables)
+    story.append(PageBreak())
+    story.extend(_appendix(ctx, meta))
+
+    buffer = io.BytesIO()
+    doc = SimpleDocTemplate(
+        buffer,
+        pagesize=A4,
+        leftMargin=2 * cm,
+        rightMargin=2 * cm,
+        topMargin=1.6 * cm,
+        bottomMargin=1.6 * cm,
+        title=title,
+        author="fieldrl",
+    )
+    doc.build(story, onFirstPage=_footer, onLaterPages=_footer)
+    folder.write_bytes("report.pdf", buffer.getvalue(), record=False)
+    folder.record(
+        *ctx.figure_files,
+        "report.pdf",
+        "results.parquet",
+        "summary.json",
+        *(["traces.parquet"] if traces_path.exists() else []),
+    )
+    return folder.path / "report.pdf"
+
+
+def _footer(canvas: Any, doc: Any) -> None:
+    canvas.saveState()
+    canvas.setFont("Helvetica", 7)
+    canvas.drawRightString(A4[0] - 2 * cm, 1 * cm, f"fieldrl report — page {doc.page}")
+    canvas.restoreState()
+
+
+def _params_text(scenario: Scenario, domain: Domain, variant: str) -> str:
+    params = domain.params_model.model_validate(scenario.variant_params(variant))
+    return ", ".join(f"{k} = {v}" for k, v in params.model_dump().items() if v is not None)
+
+
+def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
+    s, styles = ctx.scenario, ctx.styles
+    out: list[Any] = [Paragraph("Appendix: methods and reproducibility", styles["Heading2"])]
+    conf = int(round(100 * ctx.summary["confidence"]))
+    out.append(
+        ctx.para(
+            "Protocol. Learned policies were trained with Stable-Baselines3 on the training seeds only. "
+            "Every policy, standard or learned, was then run with deterministic actions on the same held-out "
+            "evaluation seeds (common random numbers: the same simulated cases for everyone). Each number is "
+            f"the mean over held-out episodes (and over training seeds for learned policies). {conf} % "
+            f"confidence intervals come from a stratified percentile bootstrap "
+            f"({ctx.summary['bootstrap_samples']} resamples) over training seeds and evaluation seeds, "
+            "using the same evaluation-seed draws for every policy, so comparisons are paired. The "
+            "interquartile mean (IQM, in summary.json) is reported beside the mean for robustness. "
+            "'Best' policies are chosen by the primary measure, "
+            f"{ctx.domain.kpi(ctx.summary['primary_kpi']).label}."
+        )
+    )
+    out.append(Paragraph("Policies", styles["Heading3"]))
+    rows = [["Policy", "Kind", "Definition"]]
+    for h in s.policies.heuristics:
+        settings = ", ".join(f"{k}={v}" for k, v in h.settings.items()) or "defaults"
+        rows.append(
+            [
+                h.label,
+                "standard",
+                f"{h.use} ({settings}): {ctx.domain.heuristics[h.use].description}",
+            ]
+        )
+    for entry in s.policies.learned:
+        hp = ", ".join(f"{k}={v}" for k, v in entry.hyperparameters.items()) or "SB3 defaults"
+        rows.append(
+            [
+                entry.label,
+                "learned",
+                f"{entry.algorithm} {entry.policy}, {entry.train_steps:,} env steps, {entry.n_envs} envs, "
+                f"normalise obs={entry.normalize_obs}, reward={entry.normalize_reward}; {hp}",
+            ]
+        )
+    out.append(_text_table(rows, styles, [3 * cm, 1.6 * cm, PAGE_WIDTH - 4.6 * cm]))
+    out.append(Paragraph("Seeds and budget", styles["Heading3"]))
+    out.append(
+        ctx.para(
+            f"Budget: {meta.get('budget', 'full')}. Training seeds: {_seed_text(s.seeds.train)}. "
+            f"Evaluation seeds: {_seed_text(s.seeds.eval)}, {s.episodes_per_seed} episode(s) each. "
+            "Evaluation seeds are disjoint from training seeds (checked when the scenario is loaded)."
+        )
+    )
+    out.append(Paragraph("Scenario as run", styles["Heading3"]))
+    snapshot = yaml.safe_dump(
+        s.model_dump(mode="json", exclude={"seeds", "budgets"}), sort_keys=False, allow_unicode=True
+    )
+    out.append(Preformatted(snapshot, styles["Code"]))
+    out.append(Paragraph("Software versions", styles["Heading3"]))
+    versions = (
+        json.loads((ctx.folder.path / "versions.json").read_text())
+        if (ctx.folder.path / "versions.json").exists()
+        else {}
+    )
+    out.append(ctx.para(", ".join(f"{k} {v}" for k, v in versions.items()), "Small"))
+    return out
+
+
+def _seed_text(seeds: list[int]) -> str:
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{len(seeds)} seeds, {seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
+def _text_table(rows: list[list[str]], styles: Any, widths: list[float]) -> Table:
+    cell = styles["Cell"]
+    data = [[Paragraph(escape(str(c)), cell) for c in row] for row in rows]
+    table = Table(data, colWidths=widths, repeatRows=1)
+    table.setStyle(
+        TableStyle(
+            [
+                ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
+                ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8eef5")),
+                ("VALIGN", (0, 0), (-1, -1), "TOP"),
+            ]
+        )
+    )
+    return table

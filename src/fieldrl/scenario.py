@@ -1,0 +1,342 @@
+"""Scenario files: one YAML file says everything about a run.
+
+Loading is two-pass: pydantic checks the structure, then the named domain checks
+what only it knows (its parameters, heuristics and their settings). Every problem
+becomes one :class:`~fieldrl.errors.ScenarioError` naming the file, the field
+path, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import inspect
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from fieldrl.errors import MISSING, ScenarioError
+
+BUDGET_NAMES = ("quick", "full")
+
+
+def _expand_seeds(value: Any) -> Any:
+    """Accept ``[1, 2, 3]`` or ``{start: 1000, count: 100}``."""
+    if isinstance(value, dict):
+        unknown = set(value) - {"start", "count"}
+        if unknown:
+            raise ValueError(f"unknown key(s) {sorted(unknown)}; use a list of ints or {{start, count}}")
+        start, count = value.get("start", 0), value.get("count")
+        if not isinstance(start, int) or not isinstance(count, int) or count < 1 or start < 0:
+            raise ValueError("a seed range needs integers start >= 0 and count >= 1")
+        return list(range(start, start + count))
+    return value
+
+
+SeedList = Annotated[list[Annotated[int, Field(ge=0, lt=2**32)]], BeforeValidator(_expand_seeds)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HeuristicEntry(Strict):
+    """A baseline controller from the domain's catalogue."""
+
+    use: str = Field(description="heuristic name in the domain (see `fieldrl list`)")
+    name: str | None = Field(None, min_length=1, max_length=40, description="label in reports")
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.use
+
+
+class LearnedEntry(Strict):
+    """A policy trained with a Stable-Baselines3 / sb3-contrib algorithm."""
+
+    algorithm: str
+    name: str | None = Field(None, min_length=1, max_length=40)
+    policy: str = "MlpPolicy"
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    train_steps: int = Field(ge=1, le=10**9, description="training budget in env steps")
+    n_envs: int = Field(8, ge=1, le=4096)
+    normalize_obs: bool = True
+    normalize_reward: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.name or self.algorithm.upper()
+
+
+class Policies(Strict):
+    heuristics: list[HeuristicEntry] = Field(default_factory=list)
+    learned: list[LearnedEntry] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_labels(self) -> Policies:
+        labels = [p.label for p in [*self.heuristics, *self.learned]]
+        if not labels:
+            raise ValueError("no policies to compare; give at least one heuristic or learned policy")
+        dupes = sorted({x for x in labels if labels.count(x) > 1})
+        if dupes:
+            raise ValueError(f"policy names must be unique; {dupes} appear more than once (set `name`)")
+        return self
+
+
+class Seeds(Strict):
+    train: SeedList = Field(min_length=1)
+    eval: SeedList = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> Seeds:
+        overlap = sorted(set(self.train) & set(self.eval))
+        if overlap:
+            raise ValueError(
+                f"train and eval seeds must be disjoint; both contain {overlap[:5]}"
+                + (" ..." if len(overlap) > 5 else "")
+            )
+        return self
+
+
+class Budget(Strict):
+    """Caps applied on top of the scenario: `None` leaves the scenario's value."""
+
+    train_steps: int | None = Field(None, ge=1, description="overrides every learned policy's")
+    train_seeds: int | None = Field(None, ge=1, description="use only the first N train seeds")
+    eval_seeds: int | None = Field(None, ge=1, description="use only the first N eval seeds")
+    episodes_per_seed: int | None = Field(None, ge=1)
+    variants: list[str] | None = Field(None, min_length=1)
+
+
+class ReportOptions(Strict):
+    title: str | None = None
+    primary_kpi: str | None = Field(None, description="KPI that decides 'best'; domain default")
+    bootstrap_samples: int = Field(2000, ge=100, le=100_000)
+    confidence: float = Field(0.95, gt=0.5, lt=1.0)
+
+
+class Scenario(Strict):
+    name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    domain: str
+    description: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="named parameter overrides, evaluated separately"
+    )
+    policies: Policies
+    seeds: Seeds
+    episodes_per_seed: int = Field(1, ge=1, le=10_000)
+    budgets: dict[Literal["quick", "full"], Budget] = Field(default_factory=dict)
+    report: ReportOptions = Field(default_factory=ReportOptions)
+
+    @property
+    def variant_names(self) -> list[str]:
+        return list(self.variants) or ["default"]
+
+    def variant_params(self, variant: str) -> dict[str, Any]:
+        return {**self.params, **self.variants.get(variant, {})}
+
+    def with_budget(self, budget: str) -> Scenario:
+        """The scenario as it runs under ``budget`` (``full`` without a ``full`` entry = as written)."""
+        if budget not in BUDGET_NAMES:
+            raise ScenarioError("--budget", "budget", budget, f"allowed: {', '.join(BUDGET_NAMES)}")
+        b = self.budgets.get(budget)  # type: ignore[call-overload]
+        if b is None:
+            return self
+        data = self.model_dump()
+        if b.train_steps is not None:
+            for entry in data["policies"]["learned"]:
+                entry["train_steps"] = b.train_steps
+        if b.train_seeds is not None:
+            data["seeds"]["train"] = data["seeds"]["train"][: b.train_seeds]
+        if b.eval_seeds is not None:
+            data["seeds"]["eval"] = data["seeds"]["eval"][: b.eval_seeds]
+        if b.episodes_per_seed is not None:
+            data["episodes_per_seed"] = b.episodes_per_seed
+        if b.variants is not None:
+            data["variants"] = {k: v for k, v in data["variants"].items() if k in b.variants}
+        return Scenario.model_validate(data)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def builtin_scenarios() -> list[str]:
+    """Names like ``chemo/quick`` of the scenarios shipped with fieldrl."""
+    root = resources.files("fieldrl") / "scenarios"
+    names = []
+    for domain_dir in root.iterdir():
+        if domain_dir.is_dir() and not domain_dir.name.startswith("_"):
+            for f in domain_dir.iterdir():
+                if f.name.endswith(".yaml"):
+                    names.append(f"{domain_dir.name}/{f.name[: -len('.yaml')]}")
+    return sorted(names)
+
+
+def scenario_text(ref: str | Path) -> tuple[str, str]:
+    """Return ``(source label, YAML text)`` for a path or a built-in name."""
+    path = Path(ref)
+    if path.is_file():
+        try:
+            return str(path), path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ScenarioError(str(path), "", MISSING, f"cannot read file ({exc})") from None
+    ref = str(ref)
+    if ref in builtin_scenarios():
+        domain, name = ref.split("/", 1)
+        text = (resources.files("fieldrl") / "scenarios" / domain / f"{name}.yaml").read_text("utf-8")
+        return ref, text
+    raise ScenarioError(
+        ref,
+        "",
+        MISSING,
+        "no such file and not a built-in scenario; built-ins: " + ", ".join(builtin_scenarios()),
+    )
+
+
+def load_scenario(ref: str | Path) -> Scenario:
+    """Load and fully validate a scenario (file path or built-in name like ``chemo/quick``)."""
+    source, text = scenario_text(ref)
+    return parse_scenario(text, source)
+
+
+def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(source, where, MISSING, f"YAML syntax error: {problem}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(source, "", MISSING, "a scenario must be a YAML mapping (key: value)")
+    scenario = _validate(Scenario, data, source)
+    _validate_domain_parts(scenario, source)
+    return scenario
+
+
+def _validate(model: type[BaseModel], data: Any, source: str, prefix: str = "") -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _scenario_error(exc, model, data, source, prefix) from None
+
+
+def _loc_text(prefix: str, loc: tuple[Any, ...]) -> str:
+    text = prefix
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _scenario_error(
+    exc: ValidationError, model: type[BaseModel], data: Any, source: str, prefix: str
+) -> ScenarioError:
+    err = exc.errors()[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))  # drop union tags
+    field = _loc_text(prefix, loc)
+    value = err.get("input", MISSING)
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        allowed = _fields_at(model, loc[:-1])
+        message = "unknown field" + (f"; allowed fields: {', '.join(allowed)}" if allowed else "")
+        value = MISSING
+    elif err["type"] == "missing":
+        message = "required field is missing"
+        value = MISSING
+    extra = len(exc.errors()) - 1
+    if extra:
+        message += f" ({extra} more problem{'s' if extra > 1 else ''} after this one)"
+    return ScenarioError(source, field, value, message)
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the pydantic model found by walking ``loc`` from ``model``."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (inspect.isclass(current) and issubclass(current, BaseModel)):
+            return []
+        info = current.model_fields.get(part)
+        if info is None:
+            return []
+        current = _inner_model(info.annotation)
+    if inspect.isclass(current) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _inner_model(annotation: Any) -> Any:
+    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _validate_domain_parts(scenario: Scenario, source: str) -> None:
+    """Check what only the named domain and the algorithm registry know."""
+    from fieldrl.domains import domain_names, get_domain
+    from fieldrl.policies.registry import ALGORITHMS, check_hyperparameters
+
+    if scenario.domain not in domain_names():
+        raise ScenarioError(
+            source,
+            "domain",
+            scenario.domain,
+            f"unknown domain; allowed: {', '.join(domain_names())}",
+        )
+    domain = get_domain(scenario.domain)
+    _validate(domain.params_model, scenario.params, source, "params")
+    for name, overrides in scenario.variants.items():
+        _validate(domain.params_model, scenario.variant_params(name), source, f"variants.{name}")
+        del overrides
+    for i, entry in enumerate(scenario.policies.heuristics):
+        where = f"policies.heuristics[{i}]"
+        if entry.use not in domain.heuristics:
+            raise ScenarioError(
+                source,
+                f"{where}.use",
+                entry.use,
+                f"unknown heuristic for domain {domain.name}; allowed: "
+                + ", ".join(sorted(domain.heuristics)),
+            )
+        _validate(domain.heuristics[entry.use].settings_model, entry.settings, source, f"{where}.settings")
+    for i, entry in enumerate(scenario.policies.learned):
+        where = f"policies.learned[{i}]"
+        if entry.algorithm not in ALGORITHMS:
+            raise ScenarioError(
+                source,
+                f"{where}.algorithm",
+                entry.algorithm,
+                "unknown algorithm; allowed: " + ", ".join(sorted(ALGORITHMS)),
+            )
+        problem = check_hyperparameters(entry.algorithm, entry.hyperparameters)
+        if problem:
+            key, allowed = problem
+            raise ScenarioError(source, f"{where}.hyperparameters.{key}", entry.hyperparameters[key], allowed)
+    for budget_name, budget in scenario.budgets.items():
+        for j, v in enumerate(budget.variants or []):
+            if v not in scenario.variant_names:
+                raise ScenarioError(
+                    source,
+                    f"budgets.{budget_name}.variants[{j}]",
+                    v,
+                    "unknown variant; allowed: " + ", ".join(scenario.variant_names),
+                )
+    primary = scenario.report.primary_kpi
+    if primary is not None and primary not in [k.name for k in domain.kpis]:
+        raise ScenarioError(
+            source,
+            "report.primary_kpi",
+            primary,
+            "unknown KPI; allowed: " + ", ".join(k.name for k in domain.kpis),
+        )

@@ -1,0 +1,135 @@
+"""End to end: scenario -> training -> evaluation -> results -> PDF, through the CLI and the API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from pypdf import PdfReader
+from typer.testing import CliRunner
+
+import fieldrl
+from fieldrl.cli import app
+from fieldrl.evaluation.runner import RESULT_COLUMNS
+
+runner = CliRunner()
+
+
+def pdf_text(path: Path) -> str:
+    return " ".join(" ".join((page.extract_text() or "").split()) for page in PdfReader(path).pages)
+
+
+@pytest.fixture(scope="module")
+def tiny_file(tmp_path_factory) -> Path:
+    from conftest import TINY_SCENARIO
+
+    path = tmp_path_factory.mktemp("scenario") / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY_SCENARIO, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_file, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "first"
+    result = runner.invoke(app, ["run", str(tiny_file), "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert f"Report: {out / 'report.pdf'}" in " ".join(result.output.split()).replace(" ", " ")
+    return out
+
+
+def test_builtin_quick_scenario_produces_readable_pdf(tmp_path):
+    out = tmp_path / "quick"
+    result = runner.invoke(app, ["run", "chemo/quick", "--budget", "quick", "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    text = pdf_text(out / "report.pdf")
+    assert "Key findings" in text
+    assert "the best learned policy" in text and "the best standard policy" in text
+    for header in ("Final tumour burden", "Survival", "Total dose", "tumour feedback", "SAC", "PPO"):
+        assert header in text
+    assert "Appendix" in text
+
+
+def test_results_table_is_long_format_with_every_policy_on_the_same_seeds(tiny_run):
+    results = pd.read_parquet(tiny_run / "results.parquet")
+    assert list(results.columns) == RESULT_COLUMNS
+    assert set(results["policy"]) == {"no treatment", "constant 0.5", "PPO"}
+    assert set(results["metric"]) == {"return", "tumour_burden", "normal_cells", "survival", "total_dose"}
+    seeds = results.groupby("policy")["eval_seed"].apply(lambda s: tuple(sorted(set(s))))
+    assert seeds.nunique() == 1 and seeds.iloc[0] == tuple(range(100, 106))
+    assert (results.loc[results["kind"] == "heuristic", "train_seed"] == -1).all()
+    assert (results.loc[results["kind"] == "learned", "train_seed"] == 0).all()
+    assert len(results) == 3 * 6 * 5
+
+
+def test_run_folder_holds_everything_with_a_manifest(tiny_run):
+    manifest = json.loads((tiny_run / "manifest.json").read_text())["files"]
+    for rel in (
+        "scenario.yaml",
+        "versions.json",
+        "results.parquet",
+        "summary.json",
+        "report.pdf",
+        "models/default/PPO/seed-0/model.zip",
+        "models/default/PPO/seed-0/obs_normalization.json",
+    ):
+        assert rel in manifest, rel
+        assert (tiny_run / rel).is_file()
+    assert any((tiny_run / "tensorboard").rglob("events.out.tfevents*"))
+    summary = json.loads((tiny_run / "summary.json").read_text())
+    ci = summary["variants"]["default"]["policies"]["PPO"]["return"]["mean"]
+    assert ci["low"] <= ci["value"] <= ci["high"]
+
+
+def test_same_scenario_and_seeds_give_identical_results_also_in_parallel(tiny_file, tiny_run, tmp_path):
+    again = fieldrl.run(tiny_file, out=tmp_path / "again", jobs=2, show_progress=False)
+    first = pd.read_parquet(tiny_run / "results.parquet")
+    pd.testing.assert_frame_equal(first, again.results)
+    pd.testing.assert_frame_equal(first, pd.read_parquet(again.run_dir / "results.parquet"))
+    assert again.report.is_file()
+
+
+def test_report_rerenders_without_training_and_interruption_keeps_old_pdf(tiny_run, monkeypatch):
+    before_results = (tiny_run / "results.parquet").read_bytes()
+    result = runner.invoke(app, ["report", str(tiny_run)])
+    assert result.exit_code == 0, result.output
+    old_pdf = (tiny_run / "report.pdf").read_bytes()
+    assert (tiny_run / "results.parquet").read_bytes() == before_results
+
+    from fieldrl.reports import figures
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(figures, "learning_curves", interrupted)
+    result = runner.invoke(app, ["report", str(tiny_run)])
+    assert result.exit_code == 130
+    assert (tiny_run / "report.pdf").read_bytes() == old_pdf
+    assert not list(tiny_run.glob(".report.pdf.*"))
+
+
+def test_evaluate_refuses_tampered_model(tiny_file, tmp_path):
+    run_dir = fieldrl.train(tiny_file, out=tmp_path / "t", show_progress=False)
+    model = run_dir / "models/default/PPO/seed-0/model.zip"
+    model.write_bytes(model.read_bytes() + b"\0")
+    result = runner.invoke(app, ["evaluate", str(run_dir), "--quiet"])
+    assert result.exit_code == 2
+    assert "does not match the manifest" in " ".join(result.output.split())
+    assert not (run_dir / "results.parquet").exists()
+
+
+def test_compare_lists_kpis_across_runs(tiny_run, tmp_path):
+    import shutil
+
+    other = shutil.copytree(tiny_run, tmp_path / "second")
+    result = runner.invoke(app, ["compare", str(tiny_run), str(other)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "tumour_burden" in result.output and "PPO" in result.output
+    assert result.output.count("no treatment") == 2  # one row per run
+
+
+def test_report_on_unevaluated_or_foreign_folder_is_a_clear_error(tmp_path):
+    result = runner.invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2 and "not a fieldrl run folder" in " ".join(result.output.split())

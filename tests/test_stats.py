@@ -1,0 +1,55 @@
+"""Bootstrap statistics: agree with scipy where the designs coincide, pair correctly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from fieldrl.evaluation.stats import Bootstrap, describe, iqm, paired_difference, probability_better
+
+
+def test_single_level_mean_ci_matches_scipy_percentile_bootstrap():
+    rng = np.random.default_rng(1)
+    values = rng.lognormal(size=200)
+    ours = describe(values[None, :], Bootstrap(200, 4000, seed=3), 0.95)["mean"]
+    ref = sps.bootstrap((values,), np.mean, n_resamples=4000, method="percentile", random_state=5)
+    width = ref.confidence_interval.high - ref.confidence_interval.low
+    assert ours["value"] == pytest.approx(values.mean())
+    assert ours["low"] == pytest.approx(ref.confidence_interval.low, abs=0.1 * width)
+    assert ours["high"] == pytest.approx(ref.confidence_interval.high, abs=0.1 * width)
+
+
+def test_iqm_ignores_outliers():
+    values = np.array([1.0, 2, 3, 4, 5, 6, 7, 1000])
+    assert iqm(values) == pytest.approx(np.mean([3, 4, 5, 6]))
+
+
+def test_ci_widens_with_train_seed_spread():
+    rng = np.random.default_rng(0)
+    patients = rng.normal(size=50)
+    tight = patients[None, :] + rng.normal(0, 0.01, size=(10, 1))
+    loose = patients[None, :] + rng.normal(0, 3.0, size=(10, 1))
+    boot = Bootstrap(50, 2000)
+    width = lambda m: describe(m, boot, 0.95)["mean"]["high"] - describe(m, boot, 0.95)["mean"]["low"]  # noqa: E731
+    assert width(loose) > 2 * width(tight)
+
+
+def test_paired_difference_uses_common_seeds():
+    # Patients vary hugely, but the learned policy is exactly 1.0 better on every one:
+    # a paired comparison must give a tight CI around 1.0.
+    rng = np.random.default_rng(2)
+    base = rng.normal(0, 50, size=(1, 80))
+    learned = np.repeat(base + 1.0, 3, axis=0)
+    result = paired_difference(learned, base, Bootstrap(80, 1000), 0.95)
+    assert result["difference"]["value"] == pytest.approx(1.0)
+    assert result["difference"]["low"] == pytest.approx(1.0)
+    assert result["difference"]["high"] == pytest.approx(1.0)
+
+
+def test_probability_better_respects_direction_and_ties():
+    base = np.array([[1.0, 2.0, 3.0, 4.0]])
+    learned = np.array([[0.0, 2.0, 4.0, 5.0]])  # loss, tie, win, win
+    boot = Bootstrap(4, 500)
+    assert probability_better(learned, base, True, boot, 0.95)["value"] == pytest.approx(2.5 / 4)
+    assert probability_better(learned, base, False, boot, 0.95)["value"] == pytest.approx(1.5 / 4)
