@@ -49,6 +49,17 @@ BAD_CASES = [
         0.1,
         ["hyperparameters.learning_rat", "not a parameter of ppo", "learning_rate"],
     ),
+    (
+        "policies.learned.0",
+        {"algorithm": "dqn", "train_steps": 100},
+        ["policies.learned[0]", "dqn cannot be built", "Discrete"],
+    ),
+    ("policies.learned.0.policy", "CnnLstm", ["policies.learned[0]", "CnnLstm", "cannot be built"]),
+    (
+        "policies.learned.0.hyperparameters.batch_size",
+        0,
+        ["policies.learned[0]", "batch_size", "cannot be built"],
+    ),
     ("seeds.eval", [0, 1], ["seeds", "disjoint", "[0]"]),
     ("seeds.train", {"start": 0, "count": 0}, ["seeds.train", "count >= 1"]),
     ("policies.heuristics.1.name", "no treatment", ["policies", "unique", "no treatment"]),

@@ -9,6 +9,7 @@ path, the bad value and what is allowed.
 from __future__ import annotations
 
 import inspect
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -285,6 +286,7 @@ def _inner_model(annotation: Any) -> Any:
 def _validate_domain_parts(scenario: Scenario, source: str) -> None:
     """Check what only the named domain and the algorithm registry know."""
     from fieldrl.domains import domain_names, get_domain
+    from fieldrl.policies.learned import construction_problem
     from fieldrl.policies.registry import ALGORITHMS, check_hyperparameters
 
     if scenario.domain not in domain_names():
@@ -310,6 +312,7 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
                 + ", ".join(sorted(domain.heuristics)),
             )
         _validate(domain.heuristics[entry.use].settings_model, entry.settings, source, f"{where}.settings")
+    first_params = domain.params_model.model_validate(scenario.variant_params(scenario.variant_names[0]))
     for i, entry in enumerate(scenario.policies.learned):
         where = f"policies.learned[{i}]"
         if entry.algorithm not in ALGORITHMS:
@@ -323,6 +326,10 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
         if problem:
             key, allowed = problem
             raise ScenarioError(source, f"{where}.hyperparameters.{key}", entry.hyperparameters[key], allowed)
+        built = construction_problem(partial(domain.make_train_vec_env, first_params), entry)
+        if built:
+            shown = {"algorithm": entry.algorithm, "policy": entry.policy, **entry.hyperparameters}
+            raise ScenarioError(source, where, shown, built)
     for budget_name, budget in scenario.budgets.items():
         for j, v in enumerate(budget.variants or []):
             if v not in scenario.variant_names:

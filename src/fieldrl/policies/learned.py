@@ -21,7 +21,7 @@ from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
-from fieldrl.policies.registry import ALGORITHMS, build_kwargs
+from fieldrl.policies.registry import ALGORITHMS, algorithm_parameters, build_kwargs
 
 MODEL_FILE = "model.zip"
 NORM_FILE = "obs_normalization.json"
@@ -129,6 +129,28 @@ def train_model(
         artifacts[NORM_FILE] = json.dumps(stats).encode()
     venv.close()
     return artifacts
+
+
+def construction_problem(make_vec_env: Callable[[int, int], Any], entry: Any) -> str | None:
+    """Build (but don't train) the model on a one-env copy of the environment.
+
+    Catches what only SB3 can judge before any output is written: an algorithm that
+    does not fit the action space, an unknown policy class, bad hyperparameter values.
+    Returns the problem in words, or None.
+    """
+    torch.set_num_threads(1)
+    venv = make_vec_env(1, 0)
+    try:
+        kwargs = build_kwargs(entry.hyperparameters, _action_dim(venv.action_space))
+        if "buffer_size" in algorithm_parameters(entry.algorithm):
+            kwargs.setdefault("buffer_size", 1)  # don't allocate a million-transition buffer to check
+        ALGORITHMS[entry.algorithm](entry.policy, venv, verbose=0, device="cpu", **kwargs)
+    except Exception as exc:  # SB3 raises many kinds; all mean "this entry cannot train here"
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        return f"{entry.algorithm} cannot be built with these settings: {text}"
+    finally:
+        venv.close()
+    return None
 
 
 def _action_dim(space: spaces.Space) -> int | None:

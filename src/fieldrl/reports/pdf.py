@@ -101,7 +101,8 @@ def _learning_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def kpi_table(ctx: ReportContext, variant: str) -> Table:
+def kpi_table(ctx: ReportContext, variant: str, stat: str = "mean") -> Table:
+    """Policies x KPIs: ``stat`` (mean or iqm) with its CI; bold marks the best per KPI."""
     entry = ctx.summary["variants"][variant]
     kpis = ctx.summary["kpis"]
     cell = ctx.styles["Cell"]
@@ -116,14 +117,14 @@ def kpi_table(ctx: ReportContext, variant: str) -> Table:
         sign = 1 if k["higher_is_better"] else -1
         best[k["name"]] = max(
             entry["policies"],
-            key=lambda p, k=k, s=sign: s * entry["policies"][p][k["name"]]["mean"]["value"],
+            key=lambda p, k=k, s=sign: s * entry["policies"][p][k["name"]][stat]["value"],
         )
     kinds = {p["name"]: p["kind"] for p in ctx.summary["policies"]}
     for policy, values in entry["policies"].items():
         label = f"{escape(policy)}<br/><font size=6>{kinds.get(policy, '')}</font>"
         row = [Paragraph(label, cell)]
         for k in kpis:
-            m = values[k["name"]]["mean"]
+            m = values[k["name"]][stat]
             text = f"{fmt(m['value'])}<br/><font size=6>[{fmt(m['low'])}, {fmt(m['high'])}]</font>"
             if best[k["name"]] == policy:
                 text = f"<b>{text}</b>"
@@ -294,11 +295,22 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
             f"confidence intervals come from a stratified percentile bootstrap "
             f"({ctx.summary['bootstrap_samples']} resamples) over training seeds and evaluation seeds, "
             "using the same evaluation-seed draws for every policy, so comparisons are paired. The "
-            "interquartile mean (IQM, in summary.json) is reported beside the mean for robustness. "
+            "interquartile mean (IQM, table below) is reported beside the mean for robustness. "
             "'Best' policies are chosen by the primary measure, "
             f"{ctx.domain.kpi(ctx.summary['primary_kpi']).label}."
         )
     )
+    for variant in s.variant_names:
+        where = "" if variant == "default" else f" — {variant}"
+        out.append(Paragraph(f"Interquartile means{where}", styles["Heading3"]))
+        out.append(
+            ctx.para(
+                "The mean of the middle 50 % of held-out episodes, which a few extreme cases cannot move; "
+                "where it disagrees with the mean, a policy's average is driven by a minority of cases.",
+                "Small",
+            )
+        )
+        out.append(kpi_table(ctx, variant, stat="iqm"))
     out.append(Paragraph("Policies", styles["Heading3"]))
     rows = [["Policy", "Kind", "Definition"]]
     for h in s.policies.heuristics:
