@@ -133,3 +133,42 @@ def test_compare_lists_kpis_across_runs(tiny_run, tmp_path):
 def test_report_on_unevaluated_or_foreign_folder_is_a_clear_error(tmp_path):
     result = runner.invoke(app, ["report", str(tmp_path)])
     assert result.exit_code == 2 and "not a fieldrl run folder" in " ".join(result.output.split())
+
+
+def test_ctrl_c_stops_a_parallel_run_cleanly(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import TINY_SCENARIO
+
+    data = json.loads(json.dumps(TINY_SCENARIO))
+    data["policies"]["learned"][0]["train_steps"] = 10**6  # still training when interrupted
+    data["seeds"]["train"] = [0, 1]
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(yaml.safe_dump(data))
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fieldrl.cli", "run", str(scenario), "--out", str(out), "--jobs", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not any((out / "tensorboard").rglob("events.out.tfevents*")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    assert "Traceback" not in output and "interrupted" in output
+    assert not (out / "results.parquet").exists() and not (out / "report.pdf").exists()
+    leftovers = "?"
+    for _ in range(20):  # helper processes (manager, resource tracker) may take a moment to exit
+        leftovers = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout
+        if not leftovers:
+            break
+        time.sleep(0.5)
+    assert leftovers == "", f"processes of the run still alive: {leftovers}"

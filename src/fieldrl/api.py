@@ -106,7 +106,7 @@ def evaluate(run_dir: str | Path, jobs: int = 1, show_progress: bool = True) -> 
     folder, scenario, meta = open_run(run_dir)
     domain = get_domain(scenario.domain)
     todo = runner.eval_jobs(scenario)
-    hashes = runner.job_paths_hashes(folder)
+    hashes = folder.hashes()
     data = scenario.model_dump(mode="json")
     with JobProgress("evaluation", len(todo), enabled=show_progress) as progress:
         outputs = runner.execute(

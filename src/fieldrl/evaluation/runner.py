@@ -11,10 +11,10 @@ from __future__ import annotations
 import multiprocessing as mp
 import queue as queue_module
 import re
+import signal
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ import pandas as pd
 
 from fieldrl.domains import get_domain
 from fieldrl.domains.base import Domain, EpisodeRecord
+from fieldrl.errors import FieldrlError
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.policies.base import Policy
 from fieldrl.scenario import HeuristicEntry, LearnedEntry, Scenario
@@ -219,8 +220,6 @@ def build_policy(
     rel = model_dir(job.variant, job.policy, job.train_seed)
     model_rel, norm_rel = f"{rel}/{MODEL_FILE}", f"{rel}/{NORM_FILE}"
     if model_rel not in hashes:
-        from fieldrl.errors import FieldrlError
-
         raise FieldrlError(
             f"{folder.path / model_rel}: no trained model in the manifest; run `fieldrl train` first"
         )
@@ -303,24 +302,38 @@ def execute(
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         events = manager.Queue()
-        with ProcessPoolExecutor(max_workers=min(jobs, len(calls)), mp_context=ctx) as pool:
+        pool = ProcessPoolExecutor(
+            max_workers=min(jobs, len(calls)), mp_context=ctx, initializer=_ignore_ctrl_c
+        )
+        try:
             futures: dict[Future[Any], int] = {
                 pool.submit(func, *args, events): i for i, args in enumerate(calls)
             }
             results: list[Any] = [None] * len(calls)
             pending = set(futures)
-            try:
-                while pending:
-                    _drain(events, on_event)
-                    done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                    for fut in done:
-                        results[futures[fut]] = fut.result()
-            except BaseException:
-                for fut in pending:
-                    fut.cancel()
-                raise
+            while pending:
+                _drain(events, on_event)
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    results[futures[fut]] = fut.result()
             _drain(events, on_event)
+        except BaseException:
+            _stop_workers(pool)  # Ctrl-C or a failed job: don't wait for the others to finish
+            raise
+        pool.shutdown()
     return results
+
+
+def _ignore_ctrl_c() -> None:
+    """Workers leave Ctrl-C to the main process, which stops them (no traceback from each worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    # Python < 3.14 has no public way to terminate a pool's workers.
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _drain(events: Any, on_event: Callable[[tuple[Any, ...]], None]) -> None:
@@ -329,11 +342,3 @@ def _drain(events: Any, on_event: Callable[[tuple[Any, ...]], None]) -> None:
             on_event(events.get_nowait())
         except queue_module.Empty:
             return
-
-
-def job_paths_hashes(folder: RunFolder) -> dict[str, str]:
-    return {rel: entry["sha256"] for rel, entry in folder.manifest()["files"].items()}
-
-
-def results_path(run_dir: Path) -> Path:
-    return run_dir / "results.parquet"

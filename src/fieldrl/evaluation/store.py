@@ -27,6 +27,15 @@ from fieldrl.errors import FieldrlError
 MANIFEST = "manifest.json"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp alone makes files private (0600)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -35,6 +44,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -123,6 +133,10 @@ class RunFolder:
                 f"{self.path / rel}: not in this run's manifest; fieldrl only loads model files it wrote"
             )
         return entry["sha256"]
+
+    def hashes(self) -> dict[str, str]:
+        """Relative path -> SHA-256 of every file in the manifest."""
+        return {rel: entry["sha256"] for rel, entry in self.manifest()["files"].items()}
 
     def verified_path(self, rel: str, expected_sha256: str) -> Path:
         """Return the path of ``rel`` if its content matches ``expected_sha256``; refuse otherwise."""

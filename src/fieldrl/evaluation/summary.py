@@ -87,13 +87,3 @@ def _best(names: list[str], per_policy: dict[str, Any], kpi: Any) -> str | None:
         return None
     sign = 1 if kpi.higher_is_better else -1
     return max(names, key=lambda n: sign * per_policy[n][kpi.name]["mean"]["value"])
-
-
-def kpi_table(summary: dict[str, Any], variant: str) -> pd.DataFrame:
-    """One row per policy, one column per KPI mean (for compare and the CLI summary)."""
-    rows = []
-    for policy, kpis in summary["variants"][variant]["policies"].items():
-        row = {"policy": policy}
-        row.update({k: v["mean"]["value"] for k, v in kpis.items()})
-        rows.append(row)
-    return pd.DataFrame(rows)
