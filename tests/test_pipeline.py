@@ -172,3 +172,23 @@ def test_ctrl_c_stops_a_parallel_run_cleanly(tmp_path):
             break
         time.sleep(0.5)
     assert leftovers == "", f"processes of the run still alive: {leftovers}"
+
+
+def test_requested_comparisons_are_summarised_per_variant_and_reported(scenario_data, tmp_path):
+    scenario_data["variants"] = {"s1": {"preset": "s1"}, "s4": {"preset": "s4"}}
+    scenario_data["policies"]["learned"].append({"algorithm": "a2c", "name": "A2C", "train_steps": 128})
+    scenario_data["report"] = {"comparisons": [{"policy": "PPO", "baseline": "A2C"}]}
+    scenario_data["seeds"]["eval"] = [100, 101, 102]
+    path = tmp_path / "pairs.yaml"
+    path.write_text(yaml.safe_dump(scenario_data))
+    result = fieldrl.run(path, out=tmp_path / "run", show_progress=False)
+    for variant in ("s1", "s4"):
+        pair = result.summary["variants"][variant]["pairs"][0]
+        assert (pair["policy"], pair["baseline"]) == ("PPO", "A2C")
+        diff = pair["kpis"]["return"]["difference"]
+        means = result.summary["variants"][variant]["policies"]
+        expected = means["PPO"]["return"]["mean"]["value"] - means["A2C"]["return"]["mean"]["value"]
+        assert diff["value"] == pytest.approx(expected)
+        assert diff["low"] <= diff["value"] <= diff["high"]
+    text = pdf_text(result.report)
+    assert "PPO compared with A2C" in text and "PPO against A2C" in text

@@ -63,6 +63,11 @@ BAD_CASES = [
     ("seeds.eval", [0, 1], ["seeds", "disjoint", "[0]"]),
     ("seeds.train", {"start": 0, "count": 0}, ["seeds.train", "count >= 1"]),
     ("policies.heuristics.1.name", "no treatment", ["policies", "unique", "no treatment"]),
+    (
+        "report.comparisons",
+        [{"policy": "PPO", "baseline": "DQN"}],
+        ["report.comparisons[0].baseline", "'DQN'"],
+    ),
     ("report.primary_kpi", "profit", ["report.primary_kpi", "'profit'", "tumour_burden"]),
 ]
 

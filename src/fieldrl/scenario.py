@@ -111,11 +111,21 @@ class Budget(Strict):
     variants: list[str] | None = Field(None, min_length=1)
 
 
+class Comparison(Strict):
+    """A named pair to compare on every variant, e.g. a recurrent policy against its feed-forward twin."""
+
+    policy: str
+    baseline: str
+
+
 class ReportOptions(Strict):
     title: str | None = None
     primary_kpi: str | None = Field(None, description="KPI that decides 'best'; domain default")
     bootstrap_samples: int = Field(2000, ge=100, le=100_000)
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    comparisons: list[Comparison] = Field(
+        default_factory=list, description="extra paired comparisons (policy minus baseline) per variant"
+    )
 
 
 class Scenario(Strict):
@@ -338,6 +348,17 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
                     f"budgets.{budget_name}.variants[{j}]",
                     v,
                     "unknown variant; allowed: " + ", ".join(scenario.variant_names),
+                )
+    labels = [e.label for e in [*scenario.policies.heuristics, *scenario.policies.learned]]
+    for j, pair in enumerate(scenario.report.comparisons):
+        for role in ("policy", "baseline"):
+            name = getattr(pair, role)
+            if name not in labels:
+                raise ScenarioError(
+                    source,
+                    f"report.comparisons[{j}].{role}",
+                    name,
+                    "not a policy of this scenario; allowed: " + ", ".join(labels),
                 )
     primary = scenario.report.primary_kpi
     if primary is not None and primary not in [k.name for k in domain.kpis]:

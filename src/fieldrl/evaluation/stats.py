@@ -49,13 +49,15 @@ class Bootstrap:
         self.samples = samples
         self.rng = np.random.default_rng(seed)
         self.eval_idx = self.rng.integers(0, n_eval, size=(samples, n_eval))
-        self._train_idx: dict[int, np.ndarray] = {}
+        self._train_idx: dict[tuple[int, int], np.ndarray] = {}
 
-    def train_idx(self, n_train: int) -> np.ndarray:
-        if n_train not in self._train_idx:
-            rng = np.random.default_rng([n_train, 7])
-            self._train_idx[n_train] = rng.integers(0, n_train, size=(self.samples, n_train))
-        return self._train_idx[n_train]
+    def train_idx(self, n_train: int, stream: int = 0) -> np.ndarray:
+        """Train-seed resampling indices; a different ``stream`` for an independently trained policy."""
+        key = (n_train, stream)
+        if key not in self._train_idx:
+            rng = np.random.default_rng([n_train, 7, stream])
+            self._train_idx[key] = rng.integers(0, n_train, size=(self.samples, n_train))
+        return self._train_idx[key]
 
     def resample(self, matrix: np.ndarray, chunk: int = 250) -> Iterator[np.ndarray]:
         """Bootstrap samples of ``matrix``, ``chunk`` at a time, each block ``(chunk, R*E)``."""
@@ -93,13 +95,15 @@ def paired_difference(
     """Learned minus baseline on the same eval seeds: absolute and relative, with CIs.
 
     :param learned: ``(R, E)`` matrix.
-    :param baseline: ``(1, E)`` matrix (a heuristic) or ``(R', E)``; averaged over its rows.
+    :param baseline: ``(1, E)`` matrix (a heuristic) or ``(R', E)`` (another learned policy, whose
+        independent training seeds are resampled on their own stream).
     """
     base_row = baseline.mean(axis=0)
     ti = boot.train_idx(learned.shape[0])
+    bi = boot.train_idx(baseline.shape[0], stream=1)
     ei = boot.eval_idx
     learned_means = learned[ti[:, :, None], ei[:, None, :]].mean(axis=(1, 2))
-    base_means = base_row[ei].mean(axis=1)
+    base_means = baseline[bi[:, :, None], ei[:, None, :]].mean(axis=(1, 2))
     diff_boot = learned_means - base_means
     with np.errstate(divide="ignore", invalid="ignore"):
         rel_boot = 100.0 * diff_boot / np.abs(base_means)

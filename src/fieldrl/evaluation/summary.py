@@ -78,6 +78,23 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
                 boot,
                 options.confidence,
             )
+        entry["pairs"] = [
+            {
+                "policy": pair.policy,
+                "baseline": pair.baseline,
+                "kpis": {
+                    k.name: paired_difference(
+                        matrices[pair.policy][k.name],
+                        matrices[pair.baseline][k.name],
+                        boot,
+                        options.confidence,
+                    )
+                    for k in domain.kpis
+                },
+            }
+            for pair in options.comparisons
+            if pair.policy in matrices and pair.baseline in matrices
+        ]
         summary["variants"][variant] = entry
     return summary
 

@@ -98,3 +98,32 @@ def learning_curves(curves: pd.DataFrame, colors: dict[str, str], bins: int = 30
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return png_bytes(fig)
+
+
+def pair_differences(summary: dict[str, Any], index: int) -> bytes:
+    """Policy-minus-baseline difference with 95 % CI for every KPI, across variants."""
+    variants = list(summary["variants"])
+    pair = summary["variants"][variants[0]]["pairs"][index]
+    kpis = summary["kpis"]
+    ncols = min(3, len(kpis))
+    nrows = int(np.ceil(len(kpis) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 2.4 * nrows))
+    axes = np.atleast_1d(axes).reshape(-1)
+    x = np.arange(len(variants))
+    for ax, kpi in zip(axes, kpis, strict=False):
+        diffs = [summary["variants"][v]["pairs"][index]["kpis"][kpi["name"]]["difference"] for v in variants]
+        values = np.array([d["value"] for d in diffs])
+        err = np.array([[d["value"] - d["low"] for d in diffs], [d["high"] - d["value"] for d in diffs]])
+        ax.errorbar(x, values, yerr=np.clip(err, 0, None), fmt="o-", capsize=3, color=LEARNED_COLORS[0])
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set_xticks(x, variants, fontsize=7)
+        better = "above 0 is better" if kpi["higher_is_better"] else "below 0 is better"
+        unit = f" ({kpi['unit']})" if kpi["unit"] else ""
+        ax.set_title(f"{kpi['label']}{unit}\n{better}", fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in axes[len(kpis) :]:
+        ax.axis("off")
+    fig.suptitle(f"{pair['policy']} minus {pair['baseline']} (95 % CI)", fontsize=9)
+    fig.tight_layout()
+    return png_bytes(fig)

@@ -117,3 +117,32 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
         f"{100 * pb['value']:.0f} % of the time (95 % CI {100 * pb['low']:.0f}-{100 * pb['high']:.0f} %)."
     )
     return lines
+
+
+def pair_findings(summary: dict[str, Any]) -> list[str]:
+    """One sentence per requested comparison (policy minus baseline): where it helps, hurts, or ties."""
+    kpis = {k["name"]: k for k in summary["kpis"]}
+    primary = kpis[summary["primary_kpi"]]
+    variants = list(summary["variants"])
+    pairs = summary["variants"][variants[0]].get("pairs", []) if variants else []
+    lines = []
+    for index, pair in enumerate(pairs):
+        verdicts: dict[str, list[str]] = {"better": [], "worse": [], "unclear": []}
+        for variant in variants:
+            entry = summary["variants"][variant]
+            result = entry["pairs"][index]["kpis"][primary["name"]]
+            scale = max(abs(v[primary["name"]]["mean"]["value"]) for v in entry["policies"].values())
+            lv = entry["policies"][pair["policy"]][primary["name"]]["mean"]["value"]
+            bv = entry["policies"][pair["baseline"]][primary["name"]]["mean"]["value"]
+            verdict, phrase = _change(primary, result, lv, bv, scale)
+            where = "" if variant == "default" else f"{variant}: "
+            verdicts[verdict].append(f"{where}{phrase}")
+        parts = []
+        if verdicts["better"]:
+            parts.append("did better on " + "; ".join(verdicts["better"]))
+        if verdicts["worse"]:
+            parts.append("did worse on " + "; ".join(verdicts["worse"]))
+        if verdicts["unclear"]:
+            parts.append("could not be told apart on " + "; ".join(verdicts["unclear"]))
+        lines.append(f"{pair['policy']} compared with {pair['baseline']}: it " + ", and ".join(parts) + ".")
+    return lines

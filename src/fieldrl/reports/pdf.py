@@ -40,7 +40,7 @@ from fieldrl.domains import get_domain
 from fieldrl.domains.base import Domain
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.reports import figures
-from fieldrl.reports.findings import fmt, variant_findings
+from fieldrl.reports.findings import fmt, pair_findings, variant_findings
 from fieldrl.scenario import Scenario
 
 PAGE_WIDTH = A4[0] - 4 * cm
@@ -195,9 +195,8 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
         )
     )
     story.append(Paragraph("Key findings", styles["Heading2"]))
-    findings = [
-        ctx.para(line, "Finding") for v in scenario.variant_names for line in variant_findings(summary, v)
-    ]
+    lines = [line for v in scenario.variant_names for line in variant_findings(summary, v)]
+    findings = [ctx.para(line, "Finding") for line in lines + pair_findings(summary)]
     story.append(_bullets(findings))
     if budget == "quick":
         story.append(
@@ -240,6 +239,21 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
                     ]
                 )
             )
+    for index, pair in enumerate(scenario.report.comparisons):
+        png = figures.pair_differences(summary, index)
+        story.append(
+            KeepTogether(
+                [
+                    Paragraph(f"{escape(pair.policy)} against {escape(pair.baseline)}", styles["Heading2"]),
+                    ctx.para(
+                        "Difference on the same held-out cases (policy minus baseline) in every setting, "
+                        "with 95 % confidence intervals; an interval crossing 0 means no clear difference.",
+                        "Small",
+                    ),
+                    ctx.figure(f"pair-{index}", png),
+                ]
+            )
+        )
     domain_flowables = domain.report_section(ctx)
     if domain_flowables:
         story.append(PageBreak())
