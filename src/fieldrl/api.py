@@ -154,27 +154,30 @@ def run(
 
 
 def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
-    """KPI means with CIs across runs: one row per (run, variant, policy, KPI)."""
-    rows = []
+    """KPI means with CIs across runs: one row per (run, variant, policy, KPI).
+
+    Runs are labelled by folder name, or by full path where two folders share a name.
+    """
     unique = list(dict.fromkeys(Path(r).resolve() for r in run_dirs))
+    names_clash = len({u.name for u in unique}) < len(unique)
+    rows = []
     for run_dir in unique:
         folder, _, _ = open_run(run_dir)
         folder.require("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
-        summary = folder.read_json("summary.json")
-        for variant, entry in summary["variants"].items():
+        label = str(folder.path) if names_clash else folder.path.name
+        for variant, entry in folder.read_json("summary.json")["variants"].items():
             for policy, kpis in entry["policies"].items():
                 for kpi, stats in kpis.items():
+                    mean = stats["mean"]
                     rows.append(
                         {
-                            "run": folder.path.name
-                            if len({u.name for u in unique}) == len(unique)
-                            else str(folder.path),
+                            "run": label,
                             "variant": variant,
                             "policy": policy,
                             "kpi": kpi,
-                            "mean": stats["mean"]["value"],
-                            "low": stats["mean"]["low"],
-                            "high": stats["mean"]["high"],
+                            "mean": mean["value"],
+                            "low": mean["low"],
+                            "high": mean["high"],
                         }
                     )
     return pd.DataFrame(rows)

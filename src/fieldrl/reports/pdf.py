@@ -152,108 +152,22 @@ def _bullets(items: list[Paragraph]) -> ListFlowable:
 def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) -> Path:
     domain = get_domain(scenario.domain)
     summary = folder.read_json("summary.json")
-    results = pd.read_parquet(folder.path / "results.parquet")
     traces_path = folder.path / "traces.parquet"
-    traces = pd.read_parquet(traces_path) if traces_path.exists() else pd.DataFrame()
-    styles = _styles()
     ctx = ReportContext(
-        folder,
-        scenario,
-        domain,
-        summary,
-        results,
-        traces,
-        styles,
-        figures.policy_colors(summary["policies"]),
+        folder=folder,
+        scenario=scenario,
+        domain=domain,
+        summary=summary,
+        results=pd.read_parquet(folder.path / "results.parquet"),
+        traces=pd.read_parquet(traces_path) if traces_path.exists() else pd.DataFrame(),
+        styles=_styles(),
+        colors=figures.policy_colors(summary["policies"]),
     )
-    story: list[Any] = []
     title = scenario.report.title or f"{domain.title}: {scenario.name}"
-    story.append(Paragraph(escape(title), styles["Title"]))
-    budget = meta.get("budget", "full")
-    story.append(
-        ctx.para(
-            f"Report generated {dt.date.today().isoformat()} by fieldrl from run folder "
-            f"'{folder.path.name}' (budget: {budget}).",
-            "Small",
-        )
-    )
-    if scenario.description:
-        story.append(ctx.para(scenario.description.strip()))
-    n_eval = len(scenario.seeds.eval) * scenario.episodes_per_seed
-    story.append(
-        ctx.para(
-            f"What was compared: {len(scenario.policies.heuristics)} standard (heuristic) policies and "
-            f"{len(scenario.policies.learned)} learned policies, each trained on "
-            f"{len(scenario.seeds.train)} independent training seed(s). Every policy was then tested on "
-            f"the same {n_eval} held-out cases (seeds never used in training)"
-            + (
-                f", separately for each setting: {', '.join(scenario.variant_names)}."
-                if scenario.variants
-                else "."
-            )
-            + " Ranges in brackets are 95 % bootstrap confidence intervals."
-        )
-    )
-    story.append(Paragraph("Key findings", styles["Heading2"]))
-    lines = [line for v in scenario.variant_names for line in variant_findings(summary, v)]
-    findings = [ctx.para(line, "Finding") for line in lines + pair_findings(summary)]
-    story.append(_bullets(findings))
-    if budget == "quick":
-        story.append(
-            ctx.para(
-                "Note: this run used the 'quick' budget (short training, few seeds); its numbers show the "
-                "pipeline working, not what the learned policies can reach.",
-                "Small",
-            )
-        )
-
+    story = _front_page(ctx, title, meta.get("budget", "full"))
     for variant in scenario.variant_names:
-        suffix = "" if variant == "default" else f" — {variant}"
-        story.append(Paragraph(f"Results{suffix}", styles["Heading2"]))
-        params = _params_text(scenario, domain, variant)
-        story.append(ctx.para(f"Settings: {params}", "Small"))
-        story.append(kpi_table(ctx, variant))
-        story.append(Spacer(1, 6))
-        story.append(
-            ctx.para(
-                "Mean over held-out cases; brackets: 95 % CI; bold: best on that measure; shaded rows: "
-                "learned policies.",
-                "Small",
-            )
-        )
-        chart = ctx.figure(f"kpis-{variant}", figures.kpi_comparison(summary, variant))
-        story.append(KeepTogether([Paragraph(f"Comparison chart{suffix}", styles["Heading3"]), chart]))
-        curves = _learning_curves(folder, scenario, variant)
-        png = figures.learning_curves(curves, ctx.colors)
-        if png is not None:
-            story.append(
-                KeepTogether(
-                    [
-                        Paragraph(f"Learning curves{suffix}", styles["Heading3"]),
-                        ctx.figure(f"learning-{variant}", png, width=PAGE_WIDTH * 0.85),
-                        ctx.para(
-                            "Training-time returns (exploration on, training patients): they show learning "
-                            "progress only; the table above is the held-out evaluation.",
-                            "Small",
-                        ),
-                    ]
-                )
-            )
-    for index, pair in enumerate(scenario.report.comparisons):
-        png = figures.pair_differences(summary, index)
-        story.append(
-            KeepTogether(
-                [
-                    Paragraph(f"{escape(pair.policy)} against {escape(pair.baseline)}", styles["Heading2"]),
-                    ctx.para(
-                        "Difference on the same held-out cases (policy minus baseline) in every setting, "
-                        "with 95 % confidence intervals; an interval crossing 0 means no clear difference.",
-                        "Small",
-                    ),
-                    ctx.figure(f"pair-{index}", png),
-                ]
-            )
-        )
+        story.extend(_variant_pages(ctx, variant))
+    story.extend(_comparison_pages(ctx))
     domain_flowables = domain.report_section(ctx)
     if domain_flowables:
         story.append(PageBreak())
@@ -274,14 +188,105 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
     )
     doc.build(story, onFirstPage=_footer, onLaterPages=_footer)
     folder.write_bytes("report.pdf", buffer.getvalue(), record=False)
-    folder.record(
-        *ctx.figure_files,
-        "report.pdf",
-        "results.parquet",
-        "summary.json",
-        *(["traces.parquet"] if traces_path.exists() else []),
-    )
+    folder.record(*ctx.figure_files, "report.pdf")
     return folder.path / "report.pdf"
+
+
+def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
+    """Title, what was compared, and the findings in plain words."""
+    scenario, styles = ctx.scenario, ctx.styles
+    story: list[Any] = [Paragraph(escape(title), styles["Title"])]
+    story.append(
+        ctx.para(
+            f"Report generated {dt.date.today().isoformat()} by fieldrl from run folder "
+            f"'{ctx.folder.path.name}' (budget: {budget}).",
+            "Small",
+        )
+    )
+    if scenario.description:
+        story.append(ctx.para(scenario.description.strip()))
+    n_eval = len(scenario.seeds.eval) * scenario.episodes_per_seed
+    settings = ""
+    if scenario.variants:
+        settings = f", separately for each setting: {', '.join(scenario.variant_names)}"
+    story.append(
+        ctx.para(
+            f"What was compared: {len(scenario.policies.heuristics)} standard (heuristic) policies and "
+            f"{len(scenario.policies.learned)} learned policies, each trained on "
+            f"{len(scenario.seeds.train)} independent training seed(s). Every policy was then tested on "
+            f"the same {n_eval} held-out cases (seeds never used in training){settings}. "
+            "Ranges in brackets are 95 % bootstrap confidence intervals."
+        )
+    )
+    story.append(Paragraph("Key findings", styles["Heading2"]))
+    lines = [line for v in scenario.variant_names for line in variant_findings(ctx.summary, v)]
+    story.append(_bullets([ctx.para(line, "Finding") for line in lines + pair_findings(ctx.summary)]))
+    if budget == "quick":
+        story.append(
+            ctx.para(
+                "Note: this run used the 'quick' budget (short training, few seeds); its numbers show the "
+                "pipeline working, not what the learned policies can reach.",
+                "Small",
+            )
+        )
+    return story
+
+
+def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
+    """KPI table, comparison chart and learning curves of one variant."""
+    styles = ctx.styles
+    suffix = "" if variant == "default" else f" — {variant}"
+    story: list[Any] = [
+        Paragraph(f"Results{suffix}", styles["Heading2"]),
+        ctx.para(f"Settings: {_params_text(ctx.scenario, ctx.domain, variant)}", "Small"),
+        kpi_table(ctx, variant),
+        Spacer(1, 6),
+        ctx.para(
+            "Mean over held-out cases; brackets: 95 % CI; bold: best on that measure; shaded rows: "
+            "learned policies.",
+            "Small",
+        ),
+    ]
+    chart = ctx.figure(f"kpis-{variant}", figures.kpi_comparison(ctx.summary, variant))
+    story.append(KeepTogether([Paragraph(f"Comparison chart{suffix}", styles["Heading3"]), chart]))
+    png = figures.learning_curves(_learning_curves(ctx.folder, ctx.scenario, variant), ctx.colors)
+    if png is not None:
+        story.append(
+            KeepTogether(
+                [
+                    Paragraph(f"Learning curves{suffix}", styles["Heading3"]),
+                    ctx.figure(f"learning-{variant}", png, width=PAGE_WIDTH * 0.85),
+                    ctx.para(
+                        "Training-time returns (exploration on, training cases): they show learning "
+                        "progress only; the table above is the held-out evaluation.",
+                        "Small",
+                    ),
+                ]
+            )
+        )
+    return story
+
+
+def _comparison_pages(ctx: ReportContext) -> list[Any]:
+    """One chart per requested comparison: policy minus baseline across variants."""
+    story: list[Any] = []
+    for index, pair in enumerate(ctx.scenario.report.comparisons):
+        png = figures.pair_differences(ctx.summary, index)
+        heading = f"{escape(pair.policy)} against {escape(pair.baseline)}"
+        story.append(
+            KeepTogether(
+                [
+                    Paragraph(heading, ctx.styles["Heading2"]),
+                    ctx.para(
+                        "Difference on the same held-out cases (policy minus baseline) in every setting, "
+                        "with 95 % confidence intervals; an interval crossing 0 means no clear difference.",
+                        "Small",
+                    ),
+                    ctx.figure(f"pair-{index}", png),
+                ]
+            )
+        )
+    return story
 
 
 def _footer(canvas: Any, doc: Any) -> None:
