@@ -18,7 +18,10 @@ __version__ = "0.1.0"
 _API = ("RunResult", "compare", "evaluate", "report", "run", "train", "validate")
 
 #: Gymnasium ids of fieldrl's single-agent envs -> entry points (imported only on gym.make)
-GYM_ENVS = {"fieldrl/Chemo-v0": "fieldrl.domains.chemo.env:ChemoEnv"}
+GYM_ENVS = {
+    "fieldrl/Chemo-v0": "fieldrl.domains.chemo.env:ChemoEnv",
+    "fieldrl/Memory-v0": "fieldrl.domains.memory.env:MemoryEnv",
+}
 
 
 def register_envs() -> None:

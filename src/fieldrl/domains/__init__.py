@@ -10,6 +10,7 @@ from fieldrl.domains.base import Domain
 #: registry name -> module holding ``DOMAIN``
 DOMAIN_MODULES: dict[str, str] = {
     "chemo": "fieldrl.domains.chemo",
+    "memory": "fieldrl.domains.memory",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import gymnasium as gym
@@ -119,10 +120,15 @@ class Domain:
         raise NotImplementedError
 
     def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> Any:
-        """A Stable-Baselines3 ``VecEnv`` for training; override where a batched engine pays."""
-        from stable_baselines3.common.env_util import make_vec_env
+        """A Stable-Baselines3 ``VecEnv`` for training; override where a batched engine pays.
 
-        return make_vec_env(lambda: self.make_env(params), n_envs=n_envs, seed=seed)
+        No ``Monitor`` here: training adds one ``VecMonitor`` around whatever this returns.
+        """
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        venv = DummyVecEnv([partial(self.make_env, params) for _ in range(n_envs)])
+        venv.seed(seed)
+        return venv
 
     def make_eval_envs(self, params: BaseModel, seeds: Sequence[int]) -> EvalEnvs:
         """One episode per seed, stepped together; override where a batched engine pays."""

@@ -172,7 +172,7 @@ class SB3Policy:
         self.name = name
         self.model = model
         self.norm = norm
-        self.recurrent = hasattr(model.policy, "lstm_actor")
+        self.recurrent = hasattr(model.policy, "lstm_actor") or getattr(model, "is_recurrent", False)
         self._state: Any = None
 
     def reset(self, n_envs: int) -> None:

@@ -12,6 +12,8 @@ import torch.nn as nn
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 
+from fieldrl.policies.lstm_td3 import LSTMTD3
+
 #: scenario name -> algorithm class
 ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "a2c": sb3.A2C,
@@ -23,6 +25,7 @@ ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "tqc": sb3_contrib.TQC,
     "trpo": sb3_contrib.TRPO,
     "recurrent-ppo": sb3_contrib.RecurrentPPO,
+    "lstm-td3": LSTMTD3,
 }
 
 #: constructor arguments fieldrl sets itself

@@ -1,0 +1,57 @@
+"""The cue-memory domain: a small test that a policy carries information across steps."""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from fieldrl.domains.base import KPI, Domain, EpisodeRecord
+from fieldrl.domains.memory.env import MemoryEnv
+from fieldrl.domains.memory.heuristics import HEURISTICS
+
+
+class MemoryParams(BaseModel):
+    """Scenario parameters of the cue-memory task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    delay: int = Field(5, ge=1, le=100, description="Steps between the cue and the deciding step.")
+    noise: float = Field(0.0, ge=0.0, le=1.0, description="S.d. of Gaussian noise on the observed signal.")
+
+
+KPIS: list[KPI] = [
+    KPI("success", "Correct final action", "% of episodes", higher_is_better=True),
+    KPI("return", "Return", "", higher_is_better=True),
+]
+
+
+def _params(params: BaseModel) -> MemoryParams:
+    if not isinstance(params, MemoryParams):
+        raise TypeError(f"memory domain needs MemoryParams, got {type(params).__name__}")
+    return params
+
+
+class MemoryDomain(Domain):
+    """Cue-then-act memory task: act on the sign of a cue seen ``delay`` steps earlier."""
+
+    name = "memory"
+    title = "Cue memory"
+    params_model = MemoryParams
+    kpis = KPIS
+    heuristics = HEURISTICS
+    info_keys = ("success",)
+
+    def make_env(self, params: BaseModel, seed: int | None = None) -> MemoryEnv:
+        p = _params(params)
+        env = MemoryEnv(delay=p.delay, noise=p.noise)
+        if seed is not None:
+            env.reset(seed=seed)
+        return env
+
+    def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
+        active = np.asarray(record.active, dtype=bool)
+        success = np.asarray(record.info["success"], dtype=np.float64).reshape(active.shape)
+        return {
+            "success": np.where(active, success, 0.0).sum(axis=0) * 100.0,
+            "return": np.asarray(record.returns, dtype=np.float64),
+        }
