@@ -35,7 +35,8 @@ def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, bas
     ``scale`` is the largest absolute mean of this KPI over all policies: differences
     below 0.1 % of it count as no difference, and a relative (%) difference is only
     quoted where the unit is not itself a percentage and the baseline is not near
-    zero; otherwise the difference is absolute.
+    zero (nor close to zero in some bootstrap resamples, which makes the relative CI explode);
+    otherwise the difference is absolute.
     """
     diff = comparison["difference"]
     sign = 1 if kpi["higher_is_better"] else -1
@@ -50,7 +51,7 @@ def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, bas
     relative_ok = (
         unit not in ("", "%")
         and abs(base) >= 0.01 * scale
-        and all(math.isfinite(rel[k]) for k in ("value", "low", "high"))
+        and all(math.isfinite(rel[k]) and abs(rel[k]) < 1000 for k in ("value", "low", "high"))
     )
     if relative_ok:
         size = f"{pct(abs(rel['value']))[1:]} {direction}"

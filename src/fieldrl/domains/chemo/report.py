@@ -8,33 +8,41 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from reportlab.platypus import Paragraph  # noqa: E402
+from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
 
 from fieldrl.reports.figures import png_bytes  # noqa: E402
 
 DEATH_LINE = 70.0  # N < 0.7 N0 ends the episode
 
 
-def trajectory_figure(traces: Any, variant: str) -> bytes | None:
-    frame = traces[traces["variant"] == variant]
+def trajectory_figure(traces: Any, variant: str, policies: list[str]) -> bytes | None:
+    """Tumour, normal cells, immune cells, drug level and dose over the course, one line per policy."""
+    frame = traces[(traces["variant"] == variant) & traces["policy"].isin(policies)]
     if frame.empty:
         return None
-    fig, axes = plt.subplots(3, 1, figsize=(7, 6.2), sharex=True)
+    panels = [
+        ("tumour", "tumour\n(% of initial)"),
+        ("normal", "normal cells\n(% of initial)"),
+        ("immune", "immune cells\n(model units)"),
+        ("drug", "drug level B\n(model units)"),
+        ("dose", "dose\n(fraction of max)"),
+    ]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 8.2), sharex=True)
     cmap = plt.get_cmap("tab10")
-    for i, (policy, rows) in enumerate(frame.groupby("policy", sort=False)):
-        style = {"color": cmap(i % 10), "linewidth": 1.2, "label": policy}
-        axes[0].plot(rows["day"], rows["tumour"], **style)
-        axes[1].plot(rows["day"], rows["normal"], **style)
-        axes[2].plot(rows["day"], rows["dose"], **style, drawstyle="steps-post")
-    axes[0].set_ylabel("tumour\n(% of initial)")
+    for i, policy in enumerate(p for p in policies if p in set(frame["policy"])):
+        rows = frame[frame["policy"] == policy]
+        style = {"color": cmap(i % 10), "linewidth": 1.1, "label": policy}
+        for ax, (column, _) in zip(axes, panels, strict=True):
+            ax.plot(
+                rows["day"], rows[column], drawstyle="steps-post" if column == "dose" else "default", **style
+            )
+    for ax, (_, label) in zip(axes, panels, strict=True):
+        ax.set_ylabel(label, fontsize=8)
+        ax.grid(alpha=0.3)
     axes[0].set_yscale("symlog", linthresh=1.0)
-    axes[1].set_ylabel("normal cells\n(% of initial)")
     axes[1].axhline(DEATH_LINE, color="black", linestyle="--", linewidth=0.8)
     axes[1].text(0, DEATH_LINE + 1, "fatal toxicity threshold (70 %)", fontsize=7)
-    axes[2].set_ylabel("dose\n(fraction of max)")
-    axes[2].set_xlabel("day of treatment")
-    for ax in axes:
-        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("day of treatment")
     axes[0].legend(fontsize=7, ncol=3, loc="upper right")
     fig.tight_layout()
     return png_bytes(fig)
@@ -45,19 +53,20 @@ def report_section(ctx: Any) -> list[Any]:
     story: list[Any] = [Paragraph("Treatment courses of one held-out patient", styles["Heading2"])]
     story.append(
         ctx.para(
-            "Each policy treating the same simulated patient (the first held-out case): tumour size, "
-            "normal-cell count and the dose given every 6 hours. Learned policies are shown for their first "
-            "training seed. A course that stops early is a death from toxicity (normal cells below 70 % of "
-            "their starting level)."
+            "The best standard schedule and every learned policy treating the same simulated patient (the "
+            "first held-out case): tumour size, normal cells, immune cells, drug level in the blood, and the "
+            "dose given every 6 hours. Learned policies are shown for their first training seed. A course "
+            "that stops early is a death from toxicity (normal cells below 70 % of their starting level)."
         )
     )
     for variant in ctx.scenario.variant_names:
-        png = trajectory_figure(ctx.traces, variant) if not ctx.traces.empty else None
+        best = ctx.summary["variants"][variant].get("best_heuristic")
+        shown = ([best] if best else []) + [e.label for e in ctx.scenario.policies.learned]
+        png = trajectory_figure(ctx.traces, variant, shown) if not ctx.traces.empty else None
         if png is None:
             continue
-        if variant != "default":
-            story.append(Paragraph(f"Setting {variant}", styles["Heading3"]))
-        story.append(ctx.figure(f"treatment-{variant}", png))
+        heading = [] if variant == "default" else [Paragraph(f"Setting {variant}", styles["Heading3"])]
+        story.append(KeepTogether([*heading, ctx.figure(f"treatment-{variant}", png)]))
     story.append(Paragraph("How to read these results", styles["Heading3"]))
     story.append(
         ctx.para(
