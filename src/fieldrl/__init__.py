@@ -21,6 +21,7 @@ _API = ("RunResult", "compare", "evaluate", "report", "run", "train", "validate"
 GYM_ENVS = {
     "fieldrl/Chemo-v0": "fieldrl.domains.chemo.env:ChemoEnv",
     "fieldrl/Memory-v0": "fieldrl.domains.memory.env:MemoryEnv",
+    "fieldrl/Wealth-v0": "fieldrl.domains.wealth.env:WealthEnv",
 }
 
 

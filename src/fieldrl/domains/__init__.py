@@ -11,6 +11,7 @@ from fieldrl.domains.base import Domain
 DOMAIN_MODULES: dict[str, str] = {
     "chemo": "fieldrl.domains.chemo",
     "memory": "fieldrl.domains.memory",
+    "wealth": "fieldrl.domains.wealth",
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -144,7 +145,9 @@ def construction_problem(make_vec_env: Callable[[int, int], Any], entry: Any) ->
         kwargs = build_kwargs(entry.hyperparameters, _action_dim(venv.action_space))
         if "buffer_size" in algorithm_parameters(entry.algorithm):
             kwargs.setdefault("buffer_size", 1)  # don't allocate a million-transition buffer to check
-        ALGORITHMS[entry.algorithm](entry.policy, venv, verbose=0, device="cpu", **kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. batch-size advice that only holds for n_envs=1
+            ALGORITHMS[entry.algorithm](entry.policy, venv, verbose=0, device="cpu", **kwargs)
     except Exception as exc:  # SB3 raises many kinds; all mean "this entry cannot train here"
         text = " ".join(str(exc).split()) or type(exc).__name__
         return f"{entry.algorithm} cannot be built with these settings: {text}"

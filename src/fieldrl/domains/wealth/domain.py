@@ -1,0 +1,442 @@
+"""The wealth (GBWM) domain: problems, evaluation envs, heuristics, KPIs and report wired together.
+
+Held-out episodes and seeds
+---------------------------
+The runner gives ``make_eval_envs`` one env seed per episode: held-out seed ``s`` itself
+for episode 0 and ``episode_seed(s, e)`` for episode ``e >= 1``. An env with seed ``x``
+behaves exactly like ``WealthEnv.reset(seed=x)`` (its generator ``default_rng(x)`` draws
+the problem, for random problems, and then one market shock per year), with one change
+for random problems: the problem is the one drawn by its *held-out seed* ``s``, so the
+``episodes_per_seed`` episodes of one held-out seed are market paths of one held-out
+problem, and averaging them estimates that problem's expected utility.
+
+``s`` is recovered from the seeds themselves: a seed ``x`` of the batch that equals
+``episode_seed(s, e)`` for another seed ``s`` of the batch belongs to ``s``. That needs
+episode 0 of every held-out seed in the same batch as its other episodes, so the domain
+asks the runner for one batch (``eval_batch_size``); a seed whose eval seed is not in
+the batch is its own problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from gymnasium import spaces
+from pydantic import BaseModel
+from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices
+
+from fieldrl.domains.base import KPI, Domain, EpisodeRecord
+from fieldrl.domains.wealth.env import OBS_CLIP, WealthEnv, observation_size, observe
+from fieldrl.domains.wealth.heuristics import HEURISTICS, ProblemObs, action_sizes, dp_solution
+from fieldrl.domains.wealth.params import WealthParams
+from fieldrl.simulators.gbwm import SAMPLE_T, Problem, WealthBatch, sample_problem
+
+#: held-out paths kept in the trace (for the report's fan charts and policy maps).
+MAX_TRACE_PATHS = 1000
+
+KPIS: list[KPI] = [
+    KPI("utility", "Utility collected", "", higher_is_better=True),
+    KPI("pct_of_dp", "Share of the DP optimum", "% of DP", higher_is_better=True, fmt=".4g"),
+    KPI("goals_taken", "Goals reached", "% of goals", higher_is_better=True),
+    # leftover wealth earns nothing in the GBWM objective, but it is the client's money
+    KPI("final_wealth", "Wealth left at the end", "W0 units", higher_is_better=True),
+]
+
+
+def _params(params: BaseModel) -> WealthParams:
+    if not isinstance(params, WealthParams):
+        raise TypeError(f"wealth domain needs WealthParams, got {type(params).__name__}")
+    return params
+
+
+def held_out_roots(seeds: Sequence[int]) -> list[int]:
+    """The held-out seed each env seed belongs to (itself for episode 0 or an unmatched seed).
+
+    :param seeds: env seeds as the runner makes them (``episode_seed(s, e)``).
+    """
+    from fieldrl.evaluation.runner import episode_seed  # the runner's own rule, so the two never drift
+
+    seeds = [int(s) for s in seeds]
+    roots = {s: s for s in seeds}
+    unmatched = set(seeds)
+    candidates = list(dict.fromkeys(seeds))
+    for episode in range(1, len(seeds)):
+        found = [(x, s) for s in candidates if (x := episode_seed(s, episode)) in unmatched and x != s]
+        if not found:
+            break  # episodes are numbered 1, 2, ... so none beyond this one either
+        for x, s in found:
+            roots[x] = s
+            unmatched.discard(x)
+    return [roots[s] for s in seeds]
+
+
+class _Group:
+    """Envs sharing one problem: one :class:`WealthBatch` and its market shocks."""
+
+    def __init__(self, problem: Problem, rows: np.ndarray, z: np.ndarray, obs_args: tuple[int, int]):
+        self.problem, self.rows, self.z = problem, rows, z
+        self.batch = WealthBatch(problem, len(rows))
+        self.obs_args = obs_args
+
+    def obs(self) -> np.ndarray:
+        p, b = self.problem, self.batch
+        t = int(b.t[0])
+        static = observe(p, min(t, p.T), p.W0, *self.obs_args).astype(np.float64)
+        out = np.repeat(static[None, :], len(self.rows), axis=0)
+        out[:, 1] = np.clip(b.wealth / p.W0, -OBS_CLIP, OBS_CLIP)
+        return out
+
+
+class WealthEvalEnvs:
+    """One held-out episode per seed, stepped in lockstep (see the module doc for the seeds).
+
+    Observations come as :class:`ProblemObs` (rows' problems attached, for ``dp``).
+    ``initial_info``: ``dp_value`` (DP optimum of the env's problem), ``W0``, ``T``,
+    ``n_goals``, ``problem`` (index of the held-out problem in seed order), ``goal_due``
+    ``(n, max T + 1)``. Step info: ``wealth`` (after the year, and after the goal at ``T``
+    on the last step), ``option`` (goal level taken this year, 0 = none), ``portfolio``,
+    ``terminal_wealth`` (wealth reaching ``T``; NaN on other steps), ``terminal_option``
+    and ``terminal_gain`` (level and utility of the goal settled at ``T``; 0 on other steps).
+
+    :param params: the domain parameters.
+    :param seeds: one env seed per episode.
+    """
+
+    def __init__(self, params: WealthParams, seeds: Sequence[int]):
+        self.seeds = [int(s) for s in seeds]
+        self.n = len(self.seeds)
+        fixed = params.problem()
+        self.n_options, self.k = action_sizes(params)
+        levels = self.n_options - 1
+        roots = held_out_roots(self.seeds) if fixed is None else self.seeds
+        problems: list[Problem] = []
+        shocks: list[np.ndarray] = []
+        by_root: dict[int, Problem] = {}
+        for seed, root in zip(self.seeds, roots, strict=True):
+            rng = np.random.default_rng(seed)
+            problem = fixed
+            if problem is None:
+                sample_problem(rng, levels)  # draws as WealthEnv(random=True).reset(seed=seed) does ...
+                if root not in by_root:  # ... but the problem is the held-out seed's
+                    by_root[root] = sample_problem(np.random.default_rng(root), levels)
+                problem = by_root[root]
+            problems.append(problem)
+            shocks.append(rng.standard_normal(problem.T))
+        self.problems = tuple(problems)
+        order = list(dict.fromkeys(self.problems))  # held-out problems in seed order
+        index = {p: j for j, p in enumerate(order)}
+        self.problem_index = np.array([index[p] for p in self.problems])
+        obs_args = (params.max_obs_goals, levels)
+        self.groups = []
+        for j, p in enumerate(order):
+            rows = np.flatnonzero(self.problem_index == j)
+            self.groups.append(_Group(p, rows, np.stack([shocks[i] for i in rows]), obs_args))
+        self.obs_size = observe(order[0], 0, order[0].W0, *obs_args).shape[0] if order else 0
+        self.initial_info: dict[str, np.ndarray] = {}
+
+    def _obs(self) -> ProblemObs:
+        out = np.zeros((self.n, self.obs_size))
+        for g in self.groups:
+            out[g.rows] = g.obs()
+        return ProblemObs.wrap(out.astype(np.float32), self.problems)
+
+    def reset(self) -> ProblemObs:
+        for g in self.groups:
+            g.batch.reset()
+        max_t = max(p.T for p in self.problems) if self.problems else 0
+        goal_due = np.zeros((self.n, max_t + 1))
+        for i, p in enumerate(self.problems):
+            goal_due[i, [g.time for g in p.goals]] = 1.0
+        self.initial_info = {
+            "wealth": np.array([p.W0 for p in self.problems]),
+            "W0": np.array([p.W0 for p in self.problems]),
+            "T": np.array([p.T for p in self.problems], dtype=float),
+            "n_goals": np.array([len(p.goals) for p in self.problems], dtype=float),
+            "dp_value": np.array([dp_solution(p).value_w0 for p in self.problems]),
+            "problem": self.problem_index.astype(float),
+            "goal_due": goal_due,
+        }
+        return self._obs()
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[ProblemObs, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        a = np.asarray(actions, dtype=np.int64).reshape(self.n, 2)
+        reward = np.zeros(self.n)
+        terminated = np.zeros(self.n, dtype=bool)
+        info = {
+            "wealth": np.zeros(self.n),
+            "option": np.zeros(self.n),
+            "portfolio": np.zeros(self.n),
+            "terminal_wealth": np.full(self.n, np.nan),
+            "terminal_option": np.zeros(self.n),
+            "terminal_gain": np.zeros(self.n),
+        }
+        for g in self.groups:
+            b, p, rows = g.batch, g.problem, g.rows
+            if b.done.all():
+                info["wealth"][rows] = b.wealth
+                terminated[rows] = True
+                continue
+            t = int(b.t[0])
+            option = np.clip(a[rows, 0], 0, p.n_options - 1)
+            option = np.where(b.feasible()[np.arange(len(rows)), option], option, 0)
+            portfolio = np.clip(a[rows, 1], 0, p.k - 1)
+            r, done = b.step(option, portfolio, g.z[:, t])
+            reward[rows], terminated[rows] = r, done
+            info["wealth"][rows] = b.wealth
+            info["option"][rows] = option
+            info["portfolio"][rows] = portfolio
+            if done.any():
+                level = p.terminal_choice(b.terminal_wealth)
+                info["terminal_wealth"][rows] = np.where(done, b.terminal_wealth, np.nan)
+                info["terminal_option"][rows] = np.where(done, level, 0)
+                info["terminal_gain"][rows] = np.where(done, p.option_utility[p.T, level], 0.0)
+        return self._obs(), reward, terminated, np.zeros(self.n, dtype=bool), info
+
+
+def observation_table(problem: Problem, max_obs_goals: int, levels: int) -> np.ndarray:
+    """``(T+1, size)`` observations at each year with wealth ``W0`` (column 1 is then replaced)."""
+    rows = [observe(problem, t, problem.W0, max_obs_goals, levels) for t in range(problem.T + 1)]
+    return np.stack(rows).astype(np.float64)
+
+
+class WealthVecEnv(VecEnv):
+    """``n_envs`` training investors stepped together, autoreset like ``DummyVecEnv``.
+
+    A fixed problem runs as one :class:`WealthBatch`; random problems as one batch per env,
+    each drawing a new problem at every reset. Observations and actions are those of
+    :class:`WealthEnv`. Env ``i`` draws its problems and market shocks from its own
+    generator, spawned from ``np.random.SeedSequence(seed)``.
+
+    :param params: the domain parameters.
+    :param n_envs: number of parallel investors.
+    :param seed: root seed; None draws one from OS entropy.
+    """
+
+    def __init__(self, params: WealthParams, n_envs: int, seed: int | None = None):
+        self.render_mode = None
+        self.fixed = params.problem()
+        n_options, k = action_sizes(params)
+        self.levels = n_options - 1
+        self.obs_args = (params.max_obs_goals, self.levels)
+        size = self._size = observation_size(*self.obs_args)
+        super().__init__(
+            n_envs,
+            spaces.Box(-OBS_CLIP, OBS_CLIP, shape=(size,), dtype=np.float32),
+            spaces.MultiDiscrete([n_options, k]),
+        )
+        max_t = self.fixed.T if self.fixed is not None else SAMPLE_T[1]
+        self._z = np.zeros((n_envs, max_t))
+        self._actions = np.zeros((n_envs, 2), dtype=np.int64)
+        self._pending_seed: int | None = None
+        self._seed_rngs(seed)
+        self._slots: list[tuple[WealthBatch, np.ndarray]] = []
+        self._tables: list[np.ndarray] = []
+        if self.fixed is not None:
+            self._slots = [(WealthBatch(self.fixed, n_envs), np.arange(n_envs))]
+            self._tables = [observation_table(self.fixed, *self.obs_args)]
+        else:  # placeholders until reset() draws each env's first problem
+            placeholder = sample_problem(np.random.default_rng(0), self.levels)
+            table = observation_table(placeholder, *self.obs_args)
+            self._slots = [(WealthBatch(placeholder, 1), np.array([i])) for i in range(n_envs)]
+            self._tables = [table] * n_envs
+
+    def _seed_rngs(self, seed: int | None) -> None:
+        children = np.random.SeedSequence(seed).spawn(self.num_envs)
+        self._rngs = [np.random.default_rng(c) for c in children]
+
+    def seed(self, seed: int | None = None) -> Sequence[int | None]:
+        """Re-seed every env's generator from ``SeedSequence(seed)`` at the next reset."""
+        if seed is None:
+            seed = int(np.random.SeedSequence().generate_state(1)[0])
+        self._pending_seed = int(seed)
+        return [self._pending_seed] * self.num_envs
+
+    def _restart(self, i: int) -> None:
+        """Start a new episode for env ``i`` (a new problem first, for random problems)."""
+        rng = self._rngs[i]
+        if self.fixed is None:
+            problem = sample_problem(rng, self.levels)
+            self._slots[i] = (WealthBatch(problem, 1), np.array([i]))
+            self._tables[i] = observation_table(problem, *self.obs_args)
+        else:
+            problem = self.fixed
+            self._slots[0][0].reset([i])
+        self._z[i, : problem.T] = rng.standard_normal(problem.T)
+
+    def _observe(self) -> np.ndarray:
+        obs = np.zeros((self.num_envs, self._size))
+        for (batch, rows), table in zip(self._slots, self._tables, strict=True):
+            obs[rows] = table[np.minimum(batch.t, batch.problem.T)]
+            obs[rows, 1] = np.clip(batch.wealth / batch.problem.W0, -OBS_CLIP, OBS_CLIP)
+        return obs.astype(np.float32)
+
+    def reset(self) -> np.ndarray:
+        if self._pending_seed is not None:
+            self._seed_rngs(self._pending_seed)
+            self._pending_seed = None
+        for i in range(self.num_envs):
+            self._restart(i)
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        self._reset_seeds()
+        self._reset_options()
+        return self._observe()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs, 2)
+
+    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        reward = np.zeros(self.num_envs)
+        done = np.zeros(self.num_envs, dtype=bool)
+        for batch, rows in self._slots:
+            z = self._z[rows, np.minimum(batch.t, self._z.shape[1] - 1)]
+            reward[rows], done[rows] = batch.step(self._actions[rows, 0], self._actions[rows, 1], z)
+        obs = self._observe()
+        infos: list[dict[str, Any]] = [{"TimeLimit.truncated": False} for _ in range(self.num_envs)]
+        finished = np.flatnonzero(done)
+        for i in finished:
+            infos[i]["terminal_observation"] = obs[i].copy()
+            self._restart(int(i))
+        if len(finished):
+            obs[finished] = self._observe()[finished]
+        return obs, reward.astype(np.float32), done, infos
+
+    def close(self) -> None:
+        pass
+
+    _SHARED_ATTRS = ("render_mode", "observation_space", "action_space")
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        if attr_name not in self._SHARED_ATTRS:
+            raise AttributeError(f"WealthVecEnv exposes only {self._SHARED_ATTRS}")
+        return [getattr(self, attr_name) for _ in self._get_indices(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        raise NotImplementedError("WealthVecEnv investors share one engine; set_attr is unsupported")
+
+    def env_method(
+        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **kwargs: Any
+    ) -> list[Any]:
+        raise NotImplementedError("WealthVecEnv has no per-env objects to call methods on")
+
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+
+# ----------------------------------------------------------------------------- KPIs and traces
+
+
+def _last_active(active: np.ndarray) -> np.ndarray:
+    last = active.shape[0] - 1 - np.argmax(active[::-1], axis=0)
+    return np.where(active.any(axis=0), last, 0)
+
+
+def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
+    """``utility``, ``pct_of_dp`` (utility / DP optimum x 100; 100 when the optimum is 0),
+    ``goals_taken`` (% of the problem's goals, any level; 0 without goals), ``final_wealth``."""
+    active = np.asarray(record.active, dtype=bool)
+    init = record.initial_info
+    utility = np.asarray(record.returns, dtype=np.float64)
+    dp = np.asarray(init["dp_value"], dtype=np.float64)
+    pct = np.where(dp > 0, 100.0 * utility / np.where(dp > 0, dp, 1.0), 100.0)
+    taken = (np.where(active, record.info["option"] > 0, False).sum(axis=0)) + np.where(
+        active, record.info["terminal_option"] > 0, False
+    ).sum(axis=0)
+    n_goals = np.asarray(init["n_goals"], dtype=np.float64)
+    goals = np.where(n_goals > 0, 100.0 * taken / np.maximum(n_goals, 1.0), 0.0)
+    cols = np.arange(active.shape[1])
+    final = np.asarray(record.info["wealth"], dtype=np.float64)[_last_active(active), cols]
+    return {"utility": utility, "pct_of_dp": pct, "goals_taken": goals, "final_wealth": final}
+
+
+def episode_trace(record: EpisodeRecord, index: int, max_paths: int = MAX_TRACE_PATHS) -> pd.DataFrame:
+    """Year-by-year trace of many held-out paths (not only episode ``index``), for fan charts.
+
+    Rows: paths ``index .. index + max_paths - 1`` of the batch, years ``0 .. T``. Columns:
+    ``path`` (position in the batch: held-out seed-major, episode-minor), ``problem``,
+    ``year``, ``wealth`` (start of the year, before its goal; at ``T`` before the final goal),
+    ``wealth_rel`` (``wealth / W0``), ``portfolio`` (-1 at ``T``), ``goal`` (level taken,
+    0 = none), ``goal_due`` (1 in goal years) and ``utility`` (gained that year).
+    """
+    active = np.asarray(record.active, dtype=bool)
+    init = record.initial_info
+    info = {k: np.asarray(v, dtype=np.float64) for k, v in record.info.items()}
+    frames = []
+    for i in range(index, min(active.shape[1], index + max_paths)):
+        steps = int(active[:, i].sum())
+        w0 = float(init["W0"][i])
+        wealth = np.concatenate(
+            [[w0], info["wealth"][: steps - 1, i], info["terminal_wealth"][steps - 1 : steps, i]]
+        )
+        goal = np.concatenate([info["option"][:steps, i], info["terminal_option"][steps - 1 : steps, i]])
+        gained = record.rewards[:steps, i] - np.where(
+            np.arange(steps) == steps - 1, info["terminal_gain"][:steps, i], 0.0
+        )
+        utility = np.concatenate([gained, info["terminal_gain"][steps - 1 : steps, i]])
+        frames.append(
+            pd.DataFrame(
+                {
+                    "path": i,
+                    "problem": int(init["problem"][i]),
+                    "year": np.arange(steps + 1),
+                    "wealth": wealth,
+                    "wealth_rel": wealth / w0,
+                    "portfolio": np.concatenate([info["portfolio"][:steps, i], [-1]]).astype(np.int64),
+                    "goal": goal.astype(np.int64),
+                    "goal_due": init["goal_due"][i, : steps + 1].astype(np.int64),
+                    "utility": utility,
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+# ----------------------------------------------------------------------------- domain
+
+
+class WealthDomain(Domain):
+    """Goals-based wealth management: which goals to fund and how to invest, year by year."""
+
+    name = "wealth"
+    title = "Goals-based wealth management"
+    params_model = WealthParams
+    kpis = KPIS
+    heuristics = HEURISTICS
+    #: every held-out episode in one batch, so the episodes of a held-out seed find their problem.
+    eval_batch_size = 10**9
+
+    def make_env(self, params: BaseModel, seed: int | None = None) -> WealthEnv:
+        p = _params(params)
+        problem = p.problem()
+        env = WealthEnv(
+            problem,
+            random=problem is None,
+            max_obs_goals=p.max_obs_goals,
+            max_levels=p.max_levels,
+        )
+        if seed is not None:
+            env.reset(seed=seed)
+        return env
+
+    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> WealthVecEnv:
+        return WealthVecEnv(_params(params), n_envs, seed=seed)
+
+    def make_eval_envs(self, params: BaseModel, seeds: Sequence[int]) -> WealthEvalEnvs:
+        return WealthEvalEnvs(_params(params), seeds)
+
+    def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
+        return episode_kpis(record)
+
+    def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
+        return episode_trace(record, index)
+
+    def report_section(self, context: Any) -> list[Any]:
+        from fieldrl.domains.wealth.report import report_section
+
+        return report_section(context)

@@ -1,0 +1,126 @@
+"""Gymnasium env of one GBWM investor, conditioned on a fixed-size problem description.
+
+Action ``MultiDiscrete([n_options, K])``: goal choice (0 = none, ``i`` = level ``i``;
+unavailable or unaffordable choices mean "take nothing") and portfolio. One step is one
+year; the episode ends after ``T`` steps, when the goal due at ``T`` (if any) is settled
+automatically. Reward: utility of the goals taken in the step.
+
+Observation (float32), so one policy can serve many problems:
+``[t/T, W/W0, ln(W0)/10, I_t/W0, T/20, mu_min, mu_max, sigma_min, sigma_max]`` followed by
+``max_obs_goals`` blocks describing the next goals due at or after ``t``:
+``[present, (time - t)/T, cost_1/W0, utility_1/20, ..., cost_L/W0, utility_L/20]``
+(``L = max_levels``; missing entries 0). Ratios are clipped to ``[0, OBS_CLIP]``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from fieldrl.simulators.gbwm import Problem, WealthBatch, sample_problem
+
+OBS_CLIP = 100.0
+_HEAD = 9
+
+
+def observation_size(max_obs_goals: int, max_levels: int) -> int:
+    return _HEAD + max_obs_goals * (2 + 2 * max_levels)
+
+
+def observe(problem: Problem, t: int, wealth: float, max_obs_goals: int, max_levels: int) -> np.ndarray:
+    """The observation vector of an investor with ``wealth`` at year ``t`` (see module doc)."""
+    f, w0, T = problem.frontier, problem.W0, problem.T
+    head = [
+        t / T,
+        wealth / w0,
+        math.log(w0) / 10.0,
+        problem.infusion[min(t, T)] / w0,
+        T / 20.0,
+        f.mu.min(),
+        f.mu.max(),
+        f.sigma.min(),
+        f.sigma.max(),
+    ]
+    block = 2 + 2 * max_levels
+    goals = np.zeros(max_obs_goals * block)
+    upcoming = [g for g in problem.goals if g.time >= t][:max_obs_goals]
+    for i, g in enumerate(upcoming):
+        row = [1.0, (g.time - t) / T]
+        for cost, utility in g.levels[:max_levels]:
+            row += [cost / w0, utility / 20.0]
+        goals[i * block : i * block + len(row)] = row
+    obs = np.concatenate([head, goals])
+    return np.clip(obs, -OBS_CLIP, OBS_CLIP).astype(np.float32)
+
+
+class WealthEnv(gym.Env):
+    """One investor on a fixed problem, or on a new random problem every episode.
+
+    :param problem: the problem; None with ``random=True`` draws one per reset
+        (:func:`fieldrl.simulators.gbwm.sample_problem`).
+    :param random: draw a new problem at every reset.
+    :param max_obs_goals: upcoming goals described in the observation.
+    :param max_levels: goal levels offered by the action space (for a fixed problem, at
+        least its own; for random problems, the sampler's maximum).
+    :param k: portfolios (for a fixed problem, its frontier's; random problems have 15).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        problem: Problem | None = None,
+        random: bool = False,
+        max_obs_goals: int = 4,
+        max_levels: int = 2,
+        k: int = 15,
+    ):
+        super().__init__()
+        if (problem is None) != random:
+            raise ValueError("give a problem, or random=True, not both")
+        self.random = random
+        self.max_obs_goals = int(max_obs_goals)
+        self.max_levels = int(max(max_levels, problem.max_levels if problem else 1))
+        self.k = problem.k if problem is not None else int(k)
+        self.problem = (
+            problem if problem is not None else sample_problem(np.random.default_rng(0), max_levels)
+        )
+        self.action_space = spaces.MultiDiscrete([1 + self.max_levels, self.k])
+        size = observation_size(self.max_obs_goals, self.max_levels)
+        self.observation_space = spaces.Box(-OBS_CLIP, OBS_CLIP, shape=(size,), dtype=np.float32)
+        self._batch = WealthBatch(self.problem, 1)
+
+    def _obs(self) -> np.ndarray:
+        b = self._batch
+        return observe(self.problem, int(b.t[0]), float(b.wealth[0]), self.max_obs_goals, self.max_levels)
+
+    def _info(self) -> dict[str, Any]:
+        b = self._batch
+        n_goals = max(len(self.problem.goals), 1)
+        return {
+            "wealth": float(b.wealth[0]),
+            "t": int(b.t[0]),
+            "utility": float(b.utility[0]),
+            "goals_taken": float((b.goals_taken[0] > 0).sum() / n_goals),
+            "max_utility": self.problem.max_utility,
+        }
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        if self.random:
+            self.problem = sample_problem(self.np_random, self.max_levels)
+            self._batch = WealthBatch(self.problem, 1)
+        self._batch.reset()
+        return self._obs(), self._info()
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        a = np.asarray(action, dtype=np.int64).reshape(2)
+        z = self.np_random.standard_normal(1)
+        reward, done = self._batch.step(a[:1], a[1:], z)
+        return self._obs(), float(reward[0]), bool(done[0]), False, self._info()

@@ -1,0 +1,265 @@
+"""The wealth pages of the report: wealth fan charts, goals reached, % of the DP optimum, policy maps.
+
+Everything comes from the run's traces (many held-out paths per policy, see
+``WealthDomain.episode_trace``) and summary; nothing is simulated here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+from reportlab.lib import colors  # noqa: E402
+from reportlab.platypus import Paragraph, Table, TableStyle  # noqa: E402
+
+from fieldrl.reports.figures import png_bytes  # noqa: E402
+from fieldrl.reports.findings import fmt  # noqa: E402
+
+BANDS = ((5, 95), (25, 75))
+
+
+def _first_seed(traces: pd.DataFrame) -> pd.DataFrame:
+    """Each policy's trace from its first training seed (heuristics have one)."""
+    first = traces.groupby("policy")["train_seed"].transform("min")
+    return traces[traces["train_seed"] == first]
+
+
+def _policies(frame: pd.DataFrame, order: list[str]) -> list[str]:
+    present = set(frame["policy"])
+    return [p for p in order if p in present]
+
+
+def fan_chart(frame: pd.DataFrame, policies: list[str], relative: bool) -> bytes:
+    """One panel per policy: median wealth by year with 25-75 % and 5-95 % bands over paths."""
+    column = "wealth_rel" if relative else "wealth"
+    ncols = min(3, len(policies))
+    nrows = int(np.ceil(len(policies) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.1 * ncols, 2.4 * nrows), sharex=True, sharey=True)
+    axes = np.atleast_1d(axes).reshape(-1)
+    goal_years = sorted(set(frame.loc[frame["goal_due"] == 1, "year"])) if not relative else []
+    for ax, policy in zip(axes, policies, strict=False):
+        rows = frame[frame["policy"] == policy]
+        by_year = rows.groupby("year")[column]
+        years = np.array(sorted(rows["year"].unique()))
+        for (lo, hi), alpha in zip(BANDS, (0.18, 0.35), strict=True):
+            ax.fill_between(
+                years,
+                by_year.quantile(lo / 100).reindex(years),
+                by_year.quantile(hi / 100).reindex(years),
+                color="#1f77b4",
+                alpha=alpha,
+                linewidth=0,
+            )
+        ax.plot(years, by_year.median().reindex(years), color="#1f77b4", linewidth=1.3)
+        for year in goal_years:
+            ax.axvline(year, color="black", linestyle=":", linewidth=0.7)
+        ax.set_title(f"{policy} ({rows['path'].nunique()} paths)", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    for ax in axes[len(policies) :]:
+        ax.axis("off")
+    for ax in axes[(nrows - 1) * ncols :]:
+        ax.set_xlabel("year", fontsize=8)
+    axes[0].set_ylabel("wealth / starting wealth" if relative else "wealth (start of year)", fontsize=8)
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def policy_maps(frame: pd.DataFrame, policies: list[str], k: int) -> bytes:
+    """Portfolio chosen at each visited (year, wealth) on held-out paths, one panel per policy."""
+    fig, axes = plt.subplots(1, len(policies), figsize=(3.4 * len(policies), 2.9), sharey=True)
+    axes = np.atleast_1d(axes)
+    scatter = None
+    for ax, policy in zip(axes, policies, strict=True):
+        rows = frame[(frame["policy"] == policy) & (frame["portfolio"] >= 0)]
+        jitter = np.random.default_rng(0).uniform(-0.25, 0.25, len(rows))
+        scatter = ax.scatter(
+            rows["year"] + jitter,
+            rows["wealth"],
+            c=rows["portfolio"],
+            cmap="viridis",
+            vmin=0,
+            vmax=max(k - 1, 1),
+            s=3,
+            alpha=0.6,
+            linewidths=0,
+        )
+        ax.set_yscale("log")
+        ax.set_title(policy, fontsize=8)
+        ax.set_xlabel("year", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("wealth (log scale)", fontsize=8)
+    if scatter is not None:
+        bar = fig.colorbar(scatter, ax=list(axes), shrink=0.9)
+        bar.set_label("portfolio (0 = most conservative)", fontsize=7)
+        bar.ax.tick_params(labelsize=7)
+    return png_bytes(fig)
+
+
+def goal_table(ctx: Any, frame: pd.DataFrame, policies: list[str]) -> Table | None:
+    """% of held-out paths reaching each goal (any level), per policy; fixed problems only."""
+    due = frame[frame["goal_due"] == 1]
+    years = sorted(due["year"].unique())
+    if not years or len(years) > 16:
+        return None
+    cell = ctx.styles["Cell"]
+    rows = [[Paragraph("<b>Policy</b>", cell)] + [Paragraph(f"<b>goal year {y}</b>", cell) for y in years]]
+    for policy in policies:
+        sub = due[due["policy"] == policy]
+        rate = sub.assign(hit=sub["goal"] > 0).groupby("year")["hit"].mean() * 100.0
+        rows.append([Paragraph(policy, cell)] + [Paragraph(f"{rate.get(y, 0.0):.0f} %", cell) for y in years])
+    table = Table(rows, repeatRows=1)
+    table.setStyle(
+        TableStyle(
+            [
+                ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
+                ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8eef5")),
+            ]
+        )
+    )
+    return table
+
+
+def paired_share(
+    results: pd.DataFrame, variant: str, policy: str, dp_name: str, several_problems: bool, seed: int = 0
+) -> tuple[float, float, float] | None:
+    """``policy``'s expected utility as % of the ``dp`` policy's on the same paths, with a 95 % CI.
+
+    Per held-out seed ``s``: ``a_s``, ``b_s`` = mean utility of ``policy`` (over episodes and
+    training seeds) and of DP. One problem: ``100 * sum(a) / sum(b)``; one problem per
+    seed: the mean over seeds of ``100 * a_s / b_s`` (seeds with ``b_s = 0`` left out).
+    Sharing the paths cancels most of the market luck that widens the ``pct_of_dp`` CIs.
+    The CI resamples held-out seeds (2,000 percentile-bootstrap draws).
+    """
+    rows = results[(results["variant"] == variant) & (results["metric"] == "utility")]
+    a = rows[rows["policy"] == policy].groupby("eval_seed")["value"].mean()
+    b = rows[rows["policy"] == dp_name].groupby("eval_seed")["value"].mean()
+    a, b = a.align(b, join="inner")
+    if a.empty:
+        return None
+    a_arr, b_arr = a.to_numpy(), b.to_numpy()
+    if several_problems:
+        keep = b_arr > 0
+        a_arr, b_arr = a_arr[keep], b_arr[keep]
+        if not len(a_arr):
+            return None
+
+    def share(idx: np.ndarray) -> np.ndarray:
+        if several_problems:
+            return 100.0 * (a_arr[idx] / b_arr[idx]).mean(axis=-1)
+        return 100.0 * a_arr[idx].sum(axis=-1) / np.maximum(b_arr[idx].sum(axis=-1), 1e-300)
+
+    n = len(a_arr)
+    draws = share(np.random.default_rng(seed).integers(0, n, size=(2000, n)))
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return float(share(np.arange(n))), float(low), float(high)
+
+
+def adviser_text(ctx: Any, variant: str, dp_name: str | None, several_problems: bool) -> str:
+    """The % of DP findings in plain words."""
+    entry = ctx.summary["variants"][variant]["policies"]
+    shares = {p: v["pct_of_dp"]["mean"] for p, v in entry.items() if "pct_of_dp" in v}
+    if not shares:
+        return ""
+    where = (
+        "averaged over the held-out investors' problems (each problem's own optimum is 100 %)"
+        if several_problems
+        else "for this investor's problem"
+    )
+    parts = [
+        "The dynamic-programming (DP) strategy is the best any strategy can do on average: it plans the "
+        "portfolio and the goals to fund for every year and every wealth level in advance. Each strategy's "
+        f"expected utility is shown as a share of that optimum, {where}, with 95 % confidence intervals "
+        "from the held-out market paths:"
+    ]
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1]["value"])
+    parts.append(
+        "; ".join(f"{p} {fmt(s['value'])} % [{fmt(s['low'])}, {fmt(s['high'])}]" for p, s in ranked) + "."
+    )
+    if dp_name is not None and dp_name in shares:
+        parts.append(
+            f"{dp_name} itself scores close to, not exactly, 100 % because a finite number of market paths "
+            "is simulated; that gap is the size of the sampling error in every other number."
+        )
+    if dp_name is None or dp_name not in shares:
+        return " ".join(parts)
+    paired = {
+        p: paired_share(ctx.results, variant, p, dp_name, several_problems) for p, _ in ranked if p != dp_name
+    }
+    paired = {p: v for p, v in paired.items() if v is not None}
+    if paired:
+        parts.append(
+            f"Measured against {dp_name} on the same market paths, which cancels most of the luck of the "
+            "draw, "
+            "the expected utility reached is: "
+            + "; ".join(f"{p} {fmt(v)} % [{fmt(lo)}, {fmt(hi)}]" for p, (v, lo, hi) in paired.items())
+            + " of DP's."
+        )
+        best, (value, _, _) = max(paired.items(), key=lambda kv: kv[1][0])
+        parts.append(
+            f"For an adviser: the best strategy short of solving the DP, {best}, gives up about "
+            f"{fmt(max(100.0 - value, 0.0))} % of the achievable goal utility; a share above 100 % is luck "
+            "in the simulated markets, not a better plan."
+        )
+    return " ".join(parts)
+
+
+def report_section(ctx: Any) -> list[Any]:
+    styles = ctx.styles
+    story: list[Any] = [Paragraph("Wealth paths, goals and decisions", styles["Heading2"])]
+    traces = ctx.traces
+    order = [p["name"] for p in ctx.summary["policies"]]
+    dp_name = next((e.label for e in ctx.scenario.policies.heuristics if e.use == "dp"), None)
+    learned = [e.label for e in ctx.scenario.policies.learned]
+    for variant in ctx.scenario.variant_names:
+        frame = traces[traces["variant"] == variant] if not traces.empty else pd.DataFrame()
+        if variant != "default":
+            story.append(Paragraph(f"Setting {variant}", styles["Heading3"]))
+        several = not frame.empty and frame["problem"].nunique() > 1
+        story.append(ctx.para(adviser_text(ctx, variant, dp_name, several)))
+        if frame.empty:
+            continue
+        frame = _first_seed(frame)
+        policies = _policies(frame, order)
+        story.append(Paragraph("Wealth fan charts", styles["Heading3"]))
+        story.append(
+            ctx.para(
+                "Wealth at the start of each year over the held-out market paths (up to 1,000 per policy; "
+                "learned policies: first training seed): median line, 25-75 % band dark, 5-95 % band light. "
+                + (
+                    "Wealth is shown relative to each investor's starting wealth, since problems differ."
+                    if several
+                    else "Dotted lines mark the years goals fall due; paying a goal makes wealth drop."
+                )
+            )
+        )
+        story.append(ctx.figure(f"wealth-fan-{variant}", fan_chart(frame, policies, relative=several)))
+        if several:
+            continue
+        table = goal_table(ctx, frame, policies)
+        if table is not None:
+            story.append(Paragraph("Goals reached", styles["Heading3"]))
+            story.append(ctx.para("Share of held-out paths on which each goal was funded (any level)."))
+            story.append(table)
+        mapped = [p for p in [dp_name, *learned] if p in policies]
+        if len(mapped) >= 1:
+            k = int(frame["portfolio"].max()) + 1 if (frame["portfolio"] >= 0).any() else 1
+            story.append(Paragraph("Policy maps", styles["Heading3"]))
+            story.append(
+                ctx.para(
+                    "Portfolio chosen (colour; 0 = most conservative) at each year and wealth actually "
+                    "visited on the held-out paths, DP beside the learned policy. The maps cover visited "
+                    "states only: a full map of a learned policy over a wealth grid would need the trained "
+                    "model evaluated on that grid during evaluation, which the report does not do."
+                )
+            )
+            story.append(ctx.figure(f"policy-map-{variant}", policy_maps(frame, mapped, k)))
+    return story
