@@ -7,15 +7,12 @@ and prints a table. Setting s1 (no noise), random doses in [0, 1].
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import platform
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import scipy
+from _common import machine_info, write_result
 
 from fieldrl.simulators.chemo import (
     DEFAULT_SUBSTEPS,
@@ -83,34 +80,6 @@ def max_relative_error(n: int = 8, steps: int = 600, substeps: int = DEFAULT_SUB
     return worst
 
 
-def machine_info() -> dict[str, str | int | None]:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-    }
-
-
-def write_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
-
-
 def main() -> dict:
     ref = reference_rate()
     rates = {n: batch_rate(n) for n in BATCH_SIZES}
@@ -119,7 +88,7 @@ def main() -> dict:
     result = {
         "benchmark": "chemo ChemoBatch patient-steps/s vs solve_ivp reference",
         "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": machine_info(),
+        "machine": machine_info(numpy=np.__version__, scipy=scipy.__version__),
         "setting": "s1 (no noise), random doses, dt = 0.25 day",
         "integrator": {"method": "classical RK4", "substeps_per_step": DEFAULT_SUBSTEPS},
         "reference": {
@@ -136,7 +105,7 @@ def main() -> dict:
         },
         "settings": {"steps": STEPS, "repeats": REPEATS, "reference_steps": REF_STEPS},
     }
-    write_atomic(RESULT, result)
+    write_result(RESULT, result)
 
     print(f"reference (solve_ivp, 1 patient): {ref:12,.0f} steps/s")
     print(f"{'batch':>6} {'patient-steps/s':>16} {'x reference':>12}")

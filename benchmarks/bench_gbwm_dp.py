@@ -9,15 +9,12 @@ of the DP policy, and the base case's P(goal) against grid density and transitio
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import platform
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import scipy
+from _common import machine_info, write_result
 
 from fieldrl.simulators.gbwm import Goal, Problem, benchmark_problem, simulate
 from fieldrl.simulators.gbwm_dp import solve
@@ -39,34 +36,6 @@ def best_time(problem: Problem, repeats: int = REPEATS, **kwargs) -> float:
         solve(problem, **kwargs)
         best = min(best, time.perf_counter() - start)
     return float(best)
-
-
-def machine_info() -> dict[str, str | int | None]:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-    }
-
-
-def write_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
 
 
 def main() -> dict:
@@ -105,7 +74,7 @@ def main() -> dict:
     result = {
         "benchmark": "GBWM backward-induction DP (fieldrl.simulators.gbwm_dp.solve)",
         "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": machine_info(),
+        "machine": machine_info(numpy=np.__version__, scipy=scipy.__version__),
         "settings": {
             "grid_density": 1.0,
             "n_sd": 3.0,
@@ -118,7 +87,7 @@ def main() -> dict:
         "base_case_convergence": convergence,
         "published_base_case_p_goal": 0.669,
     }
-    write_atomic(RESULT, result)
+    write_result(RESULT, result)
 
     print(f"base case: P(goal) = {sol.p_goal:.4f}, solve {timings['base_case']['seconds'] * 1e3:.1f} ms")
     print(f"16-goal problem: solve {timings['benchmark_16_goals']['seconds'] * 1e3:.1f} ms")

@@ -13,10 +13,6 @@ sample, against ``WIDTH^2`` for a hidden MLP layer, so the memory width decides 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import platform
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +20,7 @@ from typing import Any
 import numpy as np
 import stable_baselines3 as sb3
 import torch
+from _common import machine_info, write_result
 
 from fieldrl.domains import get_domain
 from fieldrl.policies.lstm_td3 import LSTMTD3
@@ -84,42 +81,9 @@ def latency(name: str, batch: int) -> float:
     return float(np.median(times))
 
 
-def machine_info() -> dict[str, Any]:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        load = None
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "load_average_1min_at_start": load,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "stable_baselines3": sb3.__version__,
-    }
-
-
-def write_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
-
-
 def main() -> dict:
     torch.set_num_threads(1)
-    machine = machine_info()
+    machine = machine_info(torch=torch.__version__, stable_baselines3=sb3.__version__)
     rates: dict[str, float] = {}
     for _ in range(REPEATS):  # interleaved, best of REPEATS: the machine may be busy
         for name in MODELS:
@@ -155,7 +119,7 @@ def main() -> dict:
             n: {str(b): lat[n][b] / lat["td3"][b] for b in (1, 64)} for n in MODELS[1:]
         },
     }
-    write_atomic(RESULT, result)
+    write_result(RESULT, result)
     print(f"{'':15} {'train steps/s':>14} {'x TD3':>6} {'predict 1 (ms)':>15} {'predict 64 (ms)':>16}")
     for name in MODELS:
         ratio = rates[name] / rates["td3"]
