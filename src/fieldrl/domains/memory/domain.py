@@ -20,7 +20,7 @@ class MemoryParams(BaseModel):
 
 
 KPIS: list[KPI] = [
-    KPI("success", "Correct final action", "% of episodes", higher_is_better=True),
+    KPI("success", "Episodes with the correct final action", "%", higher_is_better=True),
     KPI("return", "Return", "", higher_is_better=True),
 ]
 
