@@ -56,12 +56,11 @@ def create_run(scenario: str | Path, out: str | Path | None = None, budget: str 
         raise FieldrlError(f"--out = {str(path)!r}: already exists and is not empty; choose a new folder")
     folder = RunFolder(path)
     snapshot = yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-    folder.write_text(SCENARIO_FILE, snapshot)
-    folder.write_json(
-        RUN_FILE,
-        {"source": str(scenario), "budget": budget, "created": dt.datetime.now().isoformat()},
-    )
-    folder.write_json("versions.json", library_versions())
+    folder.write_text(SCENARIO_FILE, snapshot, record=False)
+    meta = {"source": str(scenario), "budget": budget, "created": dt.datetime.now().isoformat()}
+    folder.write_json(RUN_FILE, meta, record=False)
+    folder.write_json("versions.json", library_versions(), record=False)
+    folder.record(SCENARIO_FILE, RUN_FILE, "versions.json")
     return folder
 
 
@@ -121,10 +120,13 @@ def evaluate(run_dir: str | Path, jobs: int = 1, show_progress: bool = True) -> 
     ).reset_index(drop=True)
     traces = [o[1] for o in outputs if o[1] is not None]
     summary = summarize(results, scenario, domain, meta.get("budget", "full"))
-    folder.write_parquet("results.parquet", results)
+    written = ["results.parquet", "summary.json"]
+    folder.write_parquet("results.parquet", results, record=False)
     if traces:
-        folder.write_parquet("traces.parquet", pd.concat(traces, ignore_index=True))
-    folder.write_json("summary.json", summary)
+        folder.write_parquet("traces.parquet", pd.concat(traces, ignore_index=True), record=False)
+        written.append("traces.parquet")
+    folder.write_json("summary.json", summary, record=False)
+    folder.record(*written)
     return results
 
 
