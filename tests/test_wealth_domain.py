@@ -11,7 +11,7 @@ import yaml
 from pypdf import PdfReader
 
 from fieldrl.domains.wealth import DOMAIN
-from fieldrl.domains.wealth.domain import WealthEvalEnvs, WealthVecEnv, held_out_roots
+from fieldrl.domains.wealth.domain import WealthEvalEnvs, WealthVecEnv
 from fieldrl.domains.wealth.env import WealthEnv, observe
 from fieldrl.domains.wealth.heuristics import ProblemObs, dp_solution
 from fieldrl.domains.wealth.params import WealthParams
@@ -126,12 +126,12 @@ def test_eval_env_of_a_seed_is_wealth_env_reset_with_that_seed(random: bool) -> 
 def test_eval_seed_fixes_the_problem_and_the_episode_the_market_path() -> None:
     params = WealthParams(random=True)
     seeds = plan(range(300, 304), 3)
-    assert held_out_roots(seeds) == [s for s in range(300, 304) for _ in range(3)]
-    envs = WealthEvalEnvs(params, seeds)
+    cases = [s for s in range(300, 304) for _ in range(3)]
+    envs = WealthEvalEnvs(params, seeds, cases)
     problems = [envs.problems[i : i + 3] for i in range(0, 12, 3)]
     assert all(a == b == c for a, b, c in problems)
     assert len({p[0] for p in problems}) == 4
-    again = WealthEvalEnvs(params, seeds)
+    again = WealthEvalEnvs(params, seeds, cases)
     assert again.problems == envs.problems
     for g, h in zip(envs.groups, again.groups, strict=True):
         np.testing.assert_array_equal(g.z, h.z)  # same seed, same path

@@ -130,8 +130,16 @@ class Domain:
         venv.seed(seed)
         return venv
 
-    def make_eval_envs(self, params: BaseModel, seeds: Sequence[int]) -> EvalEnvs:
-        """One episode per seed, stepped together; override where a batched engine pays."""
+    def make_eval_envs(
+        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
+    ) -> EvalEnvs:
+        """One episode per seed, stepped together; override where a batched engine pays.
+
+        :param seeds: the env seed of each episode.
+        :param cases: the held-out evaluation seed each episode belongs to (several episodes of
+            one case when ``episodes_per_seed > 1``); ``None`` means every episode is its own case.
+            Domains whose held-out case is more than a seed (e.g. a whole problem) read it here.
+        """
         return LockstepEnvs([self.make_env(params) for _ in seeds], seeds, self.info_keys)
 
     #: keys of ``info`` (numeric, fixed shape) that ``LockstepEnvs`` stacks for ``episode_kpis``.

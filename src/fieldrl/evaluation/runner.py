@@ -65,14 +65,19 @@ def run_episodes(
     seeds: Sequence[int],
     on_episodes_done: Callable[[int], None] | None = None,
     trace_index: int | None = 0,
+    cases: Sequence[int] | None = None,
 ) -> tuple[dict[str, np.ndarray], pd.DataFrame | None]:
-    """Run one episode per seed with ``policy``; return KPI arrays (seed order) and one trace."""
+    """Run one episode per seed with ``policy``; return KPI arrays (seed order) and one trace.
+
+    :param cases: held-out evaluation seed of each episode (see ``Domain.make_eval_envs``).
+    """
     batch = int(getattr(domain, "eval_batch_size", 256))
     kpis: dict[str, list[np.ndarray]] = {}
     trace = None
     for start in range(0, len(seeds), batch):
         chunk = list(seeds[start : start + batch])
-        record = _run_batch(domain, params, policy, chunk)
+        chunk_cases = None if cases is None else list(cases[start : start + batch])
+        record = _run_batch(domain, params, policy, chunk, chunk_cases)
         for name, values in domain.episode_kpis(record).items():
             kpis.setdefault(name, []).append(np.asarray(values, dtype=float))
         if trace_index is not None and start <= trace_index < start + len(chunk):
@@ -82,8 +87,10 @@ def run_episodes(
     return {k: np.concatenate(v) for k, v in kpis.items()}, trace
 
 
-def _run_batch(domain: Domain, params: Any, policy: Policy, seeds: list[int]) -> EpisodeRecord:
-    envs = domain.make_eval_envs(params, seeds)
+def _run_batch(
+    domain: Domain, params: Any, policy: Policy, seeds: list[int], cases: list[int] | None
+) -> EpisodeRecord:
+    envs = domain.make_eval_envs(params, seeds, cases)
     obs = envs.reset()
     n = len(seeds)
     policy.reset(n)
@@ -247,6 +254,7 @@ def run_eval_job(
         policy,
         [p[2] for p in plan],
         on_episodes_done=lambda done: events.put(("update", job.key, done)),
+        cases=[p[0] for p in plan],
     )
     kind = "heuristic" if job.train_seed == HEURISTIC_TRAIN_SEED else "learned"
     frames = []

@@ -50,7 +50,9 @@ class ChemoDomain(Domain):
         p = _params(params)
         return ChemoVecEnv(n_envs, p.noise(), p.max_t, seed=seed)
 
-    def make_eval_envs(self, params: BaseModel, seeds: Sequence[int]) -> ChemoEvalEnvs:
+    def make_eval_envs(
+        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
+    ) -> ChemoEvalEnvs:
         p = _params(params)
         return ChemoEvalEnvs(seeds, p.noise(), p.max_t)
 

@@ -2,19 +2,13 @@
 
 Held-out episodes and seeds
 ---------------------------
-The runner gives ``make_eval_envs`` one env seed per episode: held-out seed ``s`` itself
-for episode 0 and ``episode_seed(s, e)`` for episode ``e >= 1``. An env with seed ``x``
-behaves exactly like ``WealthEnv.reset(seed=x)`` (its generator ``default_rng(x)`` draws
-the problem, for random problems, and then one market shock per year), with one change
-for random problems: the problem is the one drawn by its *held-out seed* ``s``, so the
-``episodes_per_seed`` episodes of one held-out seed are market paths of one held-out
+The runner gives ``make_eval_envs`` one env seed per episode and the held-out seed (case)
+each episode belongs to. An env with seed ``x`` behaves exactly like
+``WealthEnv.reset(seed=x)`` (its generator ``default_rng(x)`` draws the problem, for random
+problems, and then one market shock per year), with one change for random problems: the
+problem is the one drawn by its held-out seed ``s`` (``sample_problem(default_rng(s))``), so
+the ``episodes_per_seed`` episodes of one held-out seed are market paths of one held-out
 problem, and averaging them estimates that problem's expected utility.
-
-``s`` is recovered from the seeds themselves: a seed ``x`` of the batch that equals
-``episode_seed(s, e)`` for another seed ``s`` of the batch belongs to ``s``. That needs
-episode 0 of every held-out seed in the same batch as its other episodes, so the domain
-asks the runner for one batch (``eval_batch_size``); a seed whose eval seed is not in
-the batch is its own problem.
 """
 
 from __future__ import annotations
@@ -54,27 +48,6 @@ def _params(params: BaseModel) -> WealthParams:
     return params
 
 
-def held_out_roots(seeds: Sequence[int]) -> list[int]:
-    """The held-out seed each env seed belongs to (itself for episode 0 or an unmatched seed).
-
-    :param seeds: env seeds as the runner makes them (``episode_seed(s, e)``).
-    """
-    from fieldrl.evaluation.runner import episode_seed  # the runner's own rule, so the two never drift
-
-    seeds = [int(s) for s in seeds]
-    roots = {s: s for s in seeds}
-    unmatched = set(seeds)
-    candidates = list(dict.fromkeys(seeds))
-    for episode in range(1, len(seeds)):
-        found = [(x, s) for s in candidates if (x := episode_seed(s, episode)) in unmatched and x != s]
-        if not found:
-            break  # episodes are numbered 1, 2, ... so none beyond this one either
-        for x, s in found:
-            roots[x] = s
-            unmatched.discard(x)
-    return [roots[s] for s in seeds]
-
-
 class _Group:
     """Envs sharing one problem: one :class:`WealthBatch` and its market shocks."""
 
@@ -105,15 +78,17 @@ class WealthEvalEnvs:
 
     :param params: the domain parameters.
     :param seeds: one env seed per episode.
+    :param cases: the held-out seed of each episode (decides its problem when problems are
+        random); ``None``: each episode is its own case.
     """
 
-    def __init__(self, params: WealthParams, seeds: Sequence[int]):
+    def __init__(self, params: WealthParams, seeds: Sequence[int], cases: Sequence[int] | None = None):
         self.seeds = [int(s) for s in seeds]
         self.n = len(self.seeds)
         fixed = params.problem()
         self.n_options, self.k = action_sizes(params)
         levels = self.n_options - 1
-        roots = held_out_roots(self.seeds) if fixed is None else self.seeds
+        roots = self.seeds if cases is None else [int(c) for c in cases]
         problems: list[Problem] = []
         shocks: list[np.ndarray] = []
         by_root: dict[int, Problem] = {}
@@ -408,8 +383,6 @@ class WealthDomain(Domain):
     params_model = WealthParams
     kpis = KPIS
     heuristics = HEURISTICS
-    #: every held-out episode in one batch, so the episodes of a held-out seed find their problem.
-    eval_batch_size = 10**9
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> WealthEnv:
         p = _params(params)
@@ -427,8 +400,10 @@ class WealthDomain(Domain):
     def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> WealthVecEnv:
         return WealthVecEnv(_params(params), n_envs, seed=seed)
 
-    def make_eval_envs(self, params: BaseModel, seeds: Sequence[int]) -> WealthEvalEnvs:
-        return WealthEvalEnvs(_params(params), seeds)
+    def make_eval_envs(
+        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
+    ) -> WealthEvalEnvs:
+        return WealthEvalEnvs(_params(params), seeds, cases)
 
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return episode_kpis(record)
