@@ -157,6 +157,14 @@ class Domain:
         """Reportlab flowables with the domain's own figures and findings (optional)."""
         return []
 
+    def checked_params(self, params: BaseModel) -> Any:
+        """``params`` if it is this domain's parameter model (a programming error otherwise)."""
+        if not isinstance(params, self.params_model):
+            raise TypeError(
+                f"{self.name} domain needs {self.params_model.__name__}, got {type(params).__name__}"
+            )
+        return params
+
     def kpi(self, name: str) -> KPI:
         for k in self.kpis:
             if k.name == name:

@@ -16,12 +16,6 @@ from fieldrl.domains.chemo.heuristics import HEURISTICS
 from fieldrl.domains.chemo.params import ChemoParams
 
 
-def _params(params: BaseModel) -> ChemoParams:
-    if not isinstance(params, ChemoParams):
-        raise TypeError(f"chemo domain needs ChemoParams, got {type(params).__name__}")
-    return params
-
-
 class ChemoDomain(Domain):
     """Chemotherapy dosing on the Ahn & Park (2011) tumour-immune-drug model (DTR-Bench)."""
 
@@ -33,7 +27,7 @@ class ChemoDomain(Domain):
     info_keys = ("state", "dose")
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> ChemoEnv:
-        p = _params(params)
+        p = self.checked_params(params)
         noise = p.noise()
         env = ChemoEnv(
             obs_noise=noise.obs_noise,
@@ -47,13 +41,13 @@ class ChemoDomain(Domain):
         return env
 
     def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> ChemoVecEnv:
-        p = _params(params)
+        p = self.checked_params(params)
         return ChemoVecEnv(n_envs, p.noise(), p.max_t, seed=seed)
 
     def make_eval_envs(
         self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
     ) -> ChemoEvalEnvs:
-        p = _params(params)
+        p = self.checked_params(params)
         return ChemoEvalEnvs(seeds, p.noise(), p.max_t)
 
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:

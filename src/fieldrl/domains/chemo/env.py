@@ -13,9 +13,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from stable_baselines3.common.vec_env import VecEnv
-from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices
 
+from fieldrl.domains.vec_env import BatchedVecEnv
 from fieldrl.simulators.chemo import OBS_HIGH, OBS_LOW, PRESETS, ChemoBatch, ChemoNoise
 
 
@@ -108,7 +107,7 @@ class ChemoEnv(gym.Env):
         return obs[0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), info
 
 
-class ChemoVecEnv(VecEnv):
+class ChemoVecEnv(BatchedVecEnv):
     """``n_envs`` patients in one :class:`ChemoBatch`, autoreset like ``DummyVecEnv``.
 
     Patient ``i`` draws all its episodes from its own generator, spawned from
@@ -121,6 +120,8 @@ class ChemoVecEnv(VecEnv):
     :param max_t: steps per episode.
     :param seed: root seed; None draws one from OS entropy.
     """
+
+    SHARED_ATTRS = ("render_mode", "noise", "max_t", "observation_space", "action_space")
 
     def __init__(
         self,
@@ -183,28 +184,6 @@ class ChemoVecEnv(VecEnv):
             for i in finished:
                 self.reset_infos[i] = {"state": self._batch.state[i].copy(), "dose": 0.0}
         return obs, reward.astype(np.float32), dones, infos
-
-    def close(self) -> None:
-        pass
-
-    # Attribute access: the envs are rows of one engine, so expose a few shared attributes.
-    _SHARED_ATTRS = ("render_mode", "noise", "max_t", "observation_space", "action_space")
-
-    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        if attr_name not in self._SHARED_ATTRS:
-            raise AttributeError(f"ChemoVecEnv exposes only {self._SHARED_ATTRS}")
-        return [getattr(self, attr_name) for _ in self._get_indices(indices)]
-
-    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        raise NotImplementedError("ChemoVecEnv patients share one engine; set_attr is unsupported")
-
-    def env_method(
-        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **kwargs: Any
-    ) -> list[Any]:
-        raise NotImplementedError("ChemoVecEnv has no per-env objects to call methods on")
-
-    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
-        return [False for _ in self._get_indices(indices)]
 
 
 class ChemoEvalEnvs:

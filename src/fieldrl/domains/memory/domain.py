@@ -25,12 +25,6 @@ KPIS: list[KPI] = [
 ]
 
 
-def _params(params: BaseModel) -> MemoryParams:
-    if not isinstance(params, MemoryParams):
-        raise TypeError(f"memory domain needs MemoryParams, got {type(params).__name__}")
-    return params
-
-
 class MemoryDomain(Domain):
     """Cue-then-act memory task: act on the sign of a cue seen ``delay`` steps earlier."""
 
@@ -42,7 +36,7 @@ class MemoryDomain(Domain):
     info_keys = ("success",)
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> MemoryEnv:
-        p = _params(params)
+        p = self.checked_params(params)
         env = MemoryEnv(delay=p.delay, noise=p.noise)
         if seed is not None:
             env.reset(seed=seed)

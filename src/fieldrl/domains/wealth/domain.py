@@ -16,15 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
 from pydantic import BaseModel
-from stable_baselines3.common.vec_env import VecEnv
-from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices
 
 from fieldrl.domains.base import KPI, Domain, EpisodeRecord
+from fieldrl.domains.vec_env import BatchedVecEnv
 from fieldrl.domains.wealth.env import OBS_CLIP, WealthEnv, observation_size, observe
 from fieldrl.domains.wealth.heuristics import HEURISTICS, ProblemObs, action_sizes, dp_solution
 from fieldrl.domains.wealth.params import WealthParams
@@ -40,12 +38,6 @@ KPIS: list[KPI] = [
     # leftover wealth earns nothing in the GBWM objective, but it is the client's money
     KPI("final_wealth", "Wealth left at the end", "W0 units", higher_is_better=True),
 ]
-
-
-def _params(params: BaseModel) -> WealthParams:
-    if not isinstance(params, WealthParams):
-        raise TypeError(f"wealth domain needs WealthParams, got {type(params).__name__}")
-    return params
 
 
 class _Group:
@@ -181,7 +173,7 @@ def observation_table(problem: Problem, max_obs_goals: int, levels: int) -> np.n
     return np.stack(rows).astype(np.float64)
 
 
-class WealthVecEnv(VecEnv):
+class WealthVecEnv(BatchedVecEnv):
     """``n_envs`` training investors stepped together, autoreset like ``DummyVecEnv``.
 
     A fixed problem runs as one :class:`WealthBatch`; random problems as one batch per env,
@@ -282,27 +274,6 @@ class WealthVecEnv(VecEnv):
             obs[finished] = self._observe()[finished]
         return obs, reward.astype(np.float32), done, infos
 
-    def close(self) -> None:
-        pass
-
-    _SHARED_ATTRS = ("render_mode", "observation_space", "action_space")
-
-    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        if attr_name not in self._SHARED_ATTRS:
-            raise AttributeError(f"WealthVecEnv exposes only {self._SHARED_ATTRS}")
-        return [getattr(self, attr_name) for _ in self._get_indices(indices)]
-
-    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        raise NotImplementedError("WealthVecEnv investors share one engine; set_attr is unsupported")
-
-    def env_method(
-        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **kwargs: Any
-    ) -> list[Any]:
-        raise NotImplementedError("WealthVecEnv has no per-env objects to call methods on")
-
-    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
-        return [False for _ in self._get_indices(indices)]
-
 
 # ----------------------------------------------------------------------------- KPIs and traces
 
@@ -385,7 +356,7 @@ class WealthDomain(Domain):
     heuristics = HEURISTICS
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> WealthEnv:
-        p = _params(params)
+        p = self.checked_params(params)
         problem = p.problem()
         env = WealthEnv(
             problem,
@@ -398,12 +369,12 @@ class WealthDomain(Domain):
         return env
 
     def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> WealthVecEnv:
-        return WealthVecEnv(_params(params), n_envs, seed=seed)
+        return WealthVecEnv(self.checked_params(params), n_envs, seed=seed)
 
     def make_eval_envs(
         self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
     ) -> WealthEvalEnvs:
-        return WealthEvalEnvs(_params(params), seeds, cases)
+        return WealthEvalEnvs(self.checked_params(params), seeds, cases)
 
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return episode_kpis(record)
