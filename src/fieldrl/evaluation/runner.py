@@ -94,6 +94,9 @@ def _run_batch(
     obs = envs.reset()
     n = len(seeds)
     policy.reset(n)
+    bind = getattr(policy, "bind_envs", None)
+    if bind is not None:
+        bind(envs)
     episode_start = np.ones(n, dtype=bool)
     active = np.ones(n, dtype=bool)
     rewards, actions, actives, terms = [], [], [], []

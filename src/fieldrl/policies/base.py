@@ -16,6 +16,11 @@ import numpy as np
 class Policy(Protocol):
     """A controller that maps a batch of observations to a batch of actions.
 
+    Optional hook: ``bind_envs(envs)``. If a policy has it, the evaluation runner calls it
+    with the domain's ``EvalEnvs`` right after ``reset``, before the first ``act``. Centralised
+    heuristics (a rail dispatcher, a taxiway planner) read the simulators they plan for through
+    it, and masked learned policies read ``envs.action_masks()``.
+
     :param name: label used in results and reports.
     """
 

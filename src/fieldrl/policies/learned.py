@@ -9,6 +9,7 @@ one is loaded only after its SHA-256 matches the run manifest.
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 import json
 import warnings
@@ -169,34 +170,46 @@ def normalize_obs(obs: np.ndarray, norm: dict[str, Any] | None) -> np.ndarray:
 
 
 class SB3Policy:
-    """A trained SB3 model behind the batched Policy protocol (LSTM state carried for recurrent ones)."""
+    """A trained SB3 model behind the batched Policy protocol.
+
+    LSTM state is carried for recurrent models. For multi-agent domains (observations
+    ``(n_episodes, n_slots, *obs_shape)``) the shared network acts on every slot at once;
+    masked algorithms read the bound envs' ``action_masks()``.
+    """
 
     def __init__(self, name: str, model: Any, norm: dict[str, Any] | None = None):
         self.name = name
         self.model = model
         self.norm = norm
         self.recurrent = hasattr(model.policy, "lstm_actor") or getattr(model, "is_recurrent", False)
+        self.masked = "action_masks" in inspect.signature(model.predict).parameters
+        self._obs_ndim = len(model.observation_space.shape)
         self._state: Any = None
+        self._envs: Any = None
 
     def reset(self, n_envs: int) -> None:
         self._state = None
 
-    def _normalize(self, obs: np.ndarray) -> np.ndarray:
-        if self.norm is None:
-            return obs
-        mean, var = np.asarray(self.norm["mean"]), np.asarray(self.norm["var"])
-        clip = self.norm["clip_obs"]
-        return np.clip((obs - mean) / np.sqrt(var + self.norm["epsilon"]), -clip, clip).astype(np.float32)
+    def bind_envs(self, envs: Any) -> None:
+        self._envs = envs
 
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
-        obs = normalize_obs(np.asarray(obs), self.norm)
+        obs = np.asarray(obs)
+        lead = obs.shape[: obs.ndim - self._obs_ndim]
+        flat = normalize_obs(obs.reshape(-1, *obs.shape[len(lead) :]), self.norm)
+        kwargs: dict[str, Any] = {"deterministic": True}
+        if self.masked and self._envs is not None and hasattr(self._envs, "action_masks"):
+            masks = np.asarray(self._envs.action_masks())
+            kwargs["action_masks"] = masks.reshape(flat.shape[0], -1)
         if self.recurrent:
+            if len(lead) > 1:
+                episode_start = np.repeat(episode_start, int(np.prod(lead[1:])))
             actions, self._state = self.model.predict(
-                obs, state=self._state, episode_start=episode_start, deterministic=True
+                flat, state=self._state, episode_start=episode_start, **kwargs
             )
         else:
-            actions, _ = self.model.predict(obs, deterministic=True)
-        return actions
+            actions, _ = self.model.predict(flat, **kwargs)
+        return np.asarray(actions).reshape(*lead, *np.asarray(actions).shape[1:])
 
 
 def load_policy(name: str, algorithm: str, model_path: Path, norm_path: Path | None) -> SB3Policy:

@@ -25,6 +25,7 @@ ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "tqc": sb3_contrib.TQC,
     "trpo": sb3_contrib.TRPO,
     "recurrent-ppo": sb3_contrib.RecurrentPPO,
+    "maskable-ppo": sb3_contrib.MaskablePPO,
     "lstm-td3": LSTMTD3,
 }
 

@@ -1,0 +1,321 @@
+"""PettingZoo ``ParallelEnv`` domains on fieldrl's single-batch spine, with parameter sharing.
+
+Multi-agent domains (rail, traffic grids, taxiways, UAVs) expose a PettingZoo
+``ParallelEnv``. Two adapters put such envs on the same footing as single-agent ones:
+
+* ``AgentSlotVecEnv`` (training): every *agent slot* of several parallel envs is one
+  Stable-Baselines3 env, so one shared network learns from every agent's experience
+  (parameter sharing). Agents may appear and leave mid-episode: a live agent takes a
+  free slot, and its slot reports ``done`` when the agent leaves. A free slot yields a
+  zero observation, zero reward and an all-allowed mask ("black death", as SuperSuit).
+  ``action_masks()`` is answered through ``env_method`` so sb3-contrib's
+  ``MaskablePPO`` sees each slot's mask.
+* ``ParallelLockstepEnvs`` (evaluation): one episode per seed, stepped together; the
+  runner sees observations ``(n_episodes, n_slots, *obs_shape)``, actions
+  ``(n_episodes, n_slots)``, the team reward and an episode-level ``info``.
+
+Written here rather than taken from SuperSuit because SuperSuit's
+``pettingzoo_env_to_vec_env_v1`` needs a fixed agent set and carries no action masks.
+
+Conventions the adapted envs follow:
+* every agent shares one observation and one action space;
+* ``env.action_mask(agent) -> np.ndarray[bool]`` when actions are masked (optional);
+* ``env.episode_info() -> dict[str, float]`` gives the numbers ``Domain.info_keys``
+  names (episode KPIs read them; optional for training);
+* the episode ends when ``env.agents`` is empty after a step;
+* an agent that arrives during a step is in that step's observations, rewards (0),
+  terminations and truncations (False) and infos, as ``parallel_api_test`` expects.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices
+
+
+def _n_actions(space: spaces.Space) -> int:
+    if isinstance(space, spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, spaces.MultiDiscrete):
+        return int(np.sum(space.nvec))
+    raise TypeError(f"action masks need a Discrete or MultiDiscrete action space, got {space}")
+
+
+class SlotMap:
+    """Which live agent of one parallel env sits in which slot; slots are reused as agents leave."""
+
+    def __init__(self, n_slots: int):
+        self.n_slots = n_slots
+        self.agents: list[str | None] = [None] * n_slots
+
+    def clear(self) -> None:
+        self.agents = [None] * self.n_slots
+
+    def update(self, live: Sequence[str]) -> list[int]:
+        """Free slots of agents no longer live, seat newcomers; return slots freed now."""
+        live_set = set(live)
+        freed = [i for i, a in enumerate(self.agents) if a is not None and a not in live_set]
+        for i in freed:
+            self.agents[i] = None
+        seated = {a for a in self.agents if a is not None}
+        for agent in live:
+            if agent in seated:
+                continue
+            try:
+                slot = self.agents.index(None)
+            except ValueError:
+                raise RuntimeError(
+                    f"more than {self.n_slots} live agents; raise the env's max_slots"
+                ) from None
+            self.agents[slot] = agent
+            seated.add(agent)
+        return freed
+
+    def slot_of(self, agent: str) -> int:
+        return self.agents.index(agent)
+
+
+def _max_slots(env: ParallelEnv) -> int:
+    return int(getattr(env, "max_slots", len(env.possible_agents)))
+
+
+def _first_agent_spaces(env: ParallelEnv) -> tuple[spaces.Space, spaces.Space]:
+    agent = env.possible_agents[0]
+    return env.observation_space(agent), env.action_space(agent)
+
+
+class AgentSlotVecEnv(VecEnv):
+    """SB3 ``VecEnv`` whose envs are the agent slots of ``len(env_fns)`` parallel envs (autoreset).
+
+    :param env_fns: factories of the parallel envs.
+    :param seed: seed of the first episode of env 0; env ``i`` starts at ``seed + i`` and each
+        later episode of it adds ``len(env_fns)`` (a stream no two envs share).
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], ParallelEnv]], seed: int | None = None):
+        self.envs = [fn() for fn in env_fns]
+        obs_space, act_space = _first_agent_spaces(self.envs[0])
+        self.n_slots = _max_slots(self.envs[0])
+        self.maps = [SlotMap(self.n_slots) for _ in self.envs]
+        super().__init__(len(self.envs) * self.n_slots, obs_space, act_space)
+        self._masked = hasattr(self.envs[0], "action_mask")
+        self._n_act = _n_actions(act_space) if self._masked else 0
+        self._zero_obs = np.zeros(obs_space.shape, dtype=obs_space.dtype)
+        self._next_seed = [None if seed is None else seed + i for i in range(len(self.envs))]
+        self._obs = np.zeros((self.num_envs, *obs_space.shape), dtype=obs_space.dtype)
+        self._masks = np.ones((self.num_envs, max(self._n_act, 1)), dtype=bool)
+        self._actions: np.ndarray | None = None
+
+    # -- seeding and reset
+    def seed(self, seed: int | None = None) -> list[None]:
+        self._next_seed = [None if seed is None else seed + i for i in range(len(self.envs))]
+        return [None] * self.num_envs
+
+    def _reset_env(self, i: int) -> None:
+        seed = self._next_seed[i]
+        if seed is not None:
+            self._next_seed[i] = seed + len(self.envs)
+        obs, _ = self.envs[i].reset(seed=seed)
+        self.maps[i].clear()
+        self.maps[i].update(list(self.envs[i].agents))
+        self._fill(i, obs)
+
+    def _rows(self, i: int) -> slice:
+        return slice(i * self.n_slots, (i + 1) * self.n_slots)
+
+    def _fill(self, i: int, obs: dict[str, Any]) -> None:
+        env, rows = self.envs[i], self._rows(i)
+        self._obs[rows] = self._zero_obs
+        self._masks[rows] = True
+        for slot, agent in enumerate(self.maps[i].agents):
+            if agent is None:
+                continue
+            if agent in obs:
+                self._obs[rows.start + slot] = obs[agent]
+            if self._masked:
+                self._masks[rows.start + slot] = np.asarray(env.action_mask(agent), dtype=bool)
+
+    def reset(self) -> np.ndarray:
+        for i in range(len(self.envs)):
+            self._reset_env(i)
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        return self._obs.copy()
+
+    # -- stepping
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions)
+
+    def step_wait(self):
+        assert self._actions is not None, "step_async first"
+        rewards = np.zeros(self.num_envs, dtype=np.float32)
+        dones = np.zeros(self.num_envs, dtype=bool)
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for i, env in enumerate(self.envs):
+            rows, slots = self._rows(i), self.maps[i]
+            actions = {
+                agent: self._actions[rows.start + s]
+                for s, agent in enumerate(slots.agents)
+                if agent is not None and agent in env.agents
+            }
+            before = list(slots.agents)
+            obs, rew, term, trunc, _ = env.step(actions)
+            for s, agent in enumerate(before):
+                if agent is None:
+                    continue
+                row = rows.start + s
+                rewards[row] = float(rew.get(agent, 0.0))
+                if term.get(agent, False) or trunc.get(agent, False) or agent not in env.agents:
+                    dones[row] = True
+                    terminal = obs.get(agent, self._obs[row])
+                    infos[row]["terminal_observation"] = np.asarray(terminal).copy()
+                    infos[row]["TimeLimit.truncated"] = bool(trunc.get(agent, False)) and not bool(
+                        term.get(agent, False)
+                    )
+            if not env.agents:
+                # every slot of a finished episode ends; free slots end too (a clean restart)
+                for s in range(self.n_slots):
+                    row = rows.start + s
+                    if not dones[row]:
+                        dones[row] = True
+                        infos[row]["terminal_observation"] = self._obs[row].copy()
+                        infos[row]["TimeLimit.truncated"] = True
+                self._reset_env(i)
+            else:
+                slots.update(list(env.agents))
+                self._fill(i, obs)
+        self._actions = None
+        return self._obs.copy(), rewards, dones, infos
+
+    def action_masks(self) -> np.ndarray:
+        return self._masks.copy()
+
+    # -- the rest of the VecEnv interface
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        idx = self._get_indices(indices)
+        if attr_name == "action_masks":  # what MaskablePPO looks for
+            if not self._masked:
+                raise AttributeError("the parallel env has no action_mask(agent)")
+            return [functools.partial(self._slot_mask, i) for i in idx]
+        return [getattr(self.envs[i // self.n_slots], attr_name) for i in idx]
+
+    def _slot_mask(self, row: int) -> np.ndarray:
+        return self._masks[row].copy()
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        for i in self._get_indices(indices):
+            setattr(self.envs[i // self.n_slots], attr_name, value)
+
+    def env_method(
+        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **kwargs: Any
+    ) -> list[Any]:
+        idx = list(self._get_indices(indices))
+        if method_name == "action_masks":
+            return [self._masks[i] for i in idx]
+        return [getattr(self.envs[i // self.n_slots], method_name)(*method_args, **kwargs) for i in idx]
+
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+
+class ParallelLockstepEnvs:
+    """One episode per seed of a parallel env, stepped together (fieldrl's ``EvalEnvs``).
+
+    Observations are ``(n, n_slots, *obs_shape)``, actions ``(n, n_slots)``; the reward of an
+    episode is the sum over its agents. ``envs`` and ``slot_agents(i)`` let centralised
+    heuristics (planners, dispatchers) read the simulators they act on (see
+    ``Policy.bind_envs``).
+    """
+
+    def __init__(
+        self, envs: Sequence[ParallelEnv], seeds: Sequence[int], info_keys: Sequence[str]
+    ) -> None:
+        self.envs = list(envs)
+        self.seeds = [int(s) for s in seeds]
+        self.n = len(self.envs)
+        self.info_keys = tuple(info_keys)
+        obs_space, act_space = _first_agent_spaces(self.envs[0])
+        self.observation_space, self.action_space = obs_space, act_space
+        self.n_slots = _max_slots(self.envs[0])
+        self.maps = [SlotMap(self.n_slots) for _ in self.envs]
+        self._masked = hasattr(self.envs[0], "action_mask")
+        n_act = _n_actions(act_space) if self._masked else 1
+        self._obs = np.zeros((self.n, self.n_slots, *obs_space.shape), dtype=obs_space.dtype)
+        self._masks = np.ones((self.n, self.n_slots, n_act), dtype=bool)
+        self._done = np.zeros(self.n, dtype=bool)
+        self.initial_info: dict[str, np.ndarray] = {}
+
+    def slot_agents(self, i: int) -> list[str | None]:
+        """The agent in each slot of episode ``i`` (None where the slot is free)."""
+        return list(self.maps[i].agents)
+
+    def _fill(self, i: int, obs: dict[str, Any]) -> None:
+        env = self.envs[i]
+        self._obs[i] = 0
+        self._masks[i] = True
+        for slot, agent in enumerate(self.maps[i].agents):
+            if agent is None:
+                continue
+            if agent in obs:
+                self._obs[i, slot] = obs[agent]
+            if self._masked:
+                self._masks[i, slot] = np.asarray(env.action_mask(agent), dtype=bool)
+
+    def _info(self) -> dict[str, np.ndarray]:
+        if not self.info_keys:
+            return {}
+        rows = [env.episode_info() for env in self.envs]
+        return {k: np.asarray([float(r[k]) for r in rows]) for k in self.info_keys}
+
+    def reset(self) -> np.ndarray:
+        for i, (env, seed) in enumerate(zip(self.envs, self.seeds, strict=True)):
+            obs, _ = env.reset(seed=seed)
+            self.maps[i].clear()
+            self.maps[i].update(list(env.agents))
+            self._fill(i, obs)
+        self._done[:] = False
+        self.initial_info = self._info()
+        return self._obs.copy()
+
+    def step(self, actions: np.ndarray):
+        actions = np.asarray(actions)
+        rewards = np.zeros(self.n)
+        terminated = np.zeros(self.n, dtype=bool)
+        truncated = np.zeros(self.n, dtype=bool)
+        for i, env in enumerate(self.envs):
+            if self._done[i]:
+                continue
+            chosen = {
+                agent: actions[i, s]
+                for s, agent in enumerate(self.maps[i].agents)
+                if agent is not None and agent in env.agents
+            }
+            obs, rew, term, trunc, _ = env.step(chosen)
+            rewards[i] = float(sum(rew.values()))
+            if not env.agents:
+                self._done[i] = True
+                truncated[i] = any(trunc.values())
+                terminated[i] = not truncated[i]
+            else:
+                self.maps[i].update(list(env.agents))
+                self._fill(i, obs)
+        return self._obs.copy(), rewards, terminated, truncated, self._info()
+
+    def action_masks(self) -> np.ndarray:
+        """``(n, n_slots, n_actions)`` booleans; all True where actions are not masked."""
+        return self._masks.copy()
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
