@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,10 @@ import yaml
 from fieldrl.domains import get_domain
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
+from fieldrl.evaluation.backends import execute
 from fieldrl.evaluation.store import RunFolder, library_versions
 from fieldrl.evaluation.summary import summarize
+from fieldrl.policies import checkpoint
 from fieldrl.progress import JobProgress
 from fieldrl.scenario import BUDGET_NAMES, Scenario, load_scenario, parse_scenario
 
@@ -74,11 +77,28 @@ def open_run(run_dir: str | Path) -> tuple[RunFolder, Scenario, dict[str, Any]]:
     return folder, scenario, meta
 
 
+@dataclass(frozen=True)
+class Backend:
+    """Where jobs run: ``jobs`` local worker processes, or Ray (``address`` of a cluster, or a
+    local Ray instance with ``jobs`` CPUs when None)."""
+
+    jobs: int = 1
+    name: str = "local"
+    address: str | None = None
+
+    def execute(self, func: Any, calls: list[Any], progress: Any, on_result: Any) -> list[Any]:
+        return execute(func, calls, self.jobs, progress, on_result, self.name, self.address)
+
+
+def _backend(jobs: int | Backend) -> Backend:
+    return jobs if isinstance(jobs, Backend) else Backend(jobs=jobs)
+
+
 def train(
     scenario: str | Path,
     out: str | Path | None = None,
     budget: str = "full",
-    jobs: int = 1,
+    jobs: int | Backend = 1,
     show_progress: bool = True,
 ) -> Path:
     """Create a run folder and train every learned policy on every train seed and variant."""
@@ -87,38 +107,92 @@ def train(
     return folder.path
 
 
-def train_in(folder: RunFolder, jobs: int = 1, show_progress: bool = True) -> None:
+def pending_train_jobs(folder: RunFolder, scenario: Scenario) -> list[runner.TrainJob]:
+    """Training jobs whose model is not yet recorded in the manifest."""
+    from fieldrl.policies.learned import MODEL_FILE
+
+    recorded = folder.hashes()
+    return [
+        job
+        for job in runner.train_jobs(scenario)
+        if f"{runner.model_dir(job.variant, job.policy, job.seed)}/{MODEL_FILE}" not in recorded
+    ]
+
+
+def train_in(folder: RunFolder, jobs: int | Backend = 1, show_progress: bool = True) -> None:
+    """Train the jobs not yet done (all of them in a new run); each is recorded as it finishes.
+
+    A job interrupted earlier continues from its last checkpoint.
+    """
     _, scenario, _ = open_run(folder.path)
-    todo = runner.train_jobs(scenario)
+    todo = pending_train_jobs(folder, scenario)
     if not todo:
         return
     data = scenario.model_dump(mode="json")
+
+    def finished(index: int, written: list[str]) -> None:
+        folder.record(*written)
+        checkpoint.remove_checkpoint(folder.path / runner.checkpoint_dir(todo[index]))
+
     with JobProgress("training", len(todo), enabled=show_progress) as progress:
-        written = runner.execute(
-            runner.run_train_job, [(data, str(folder.path), job) for job in todo], jobs, progress
+        _backend(jobs).execute(
+            runner.run_train_job, [(data, str(folder.path), job) for job in todo], progress, finished
         )
-    folder.record(*[rel for files in written for rel in files])
 
 
-def evaluate(run_dir: str | Path, jobs: int = 1, show_progress: bool = True) -> pd.DataFrame:
-    """Evaluate every policy of a trained run on the held-out seeds; write results and summary."""
+def evaluate(
+    run_dir: str | Path,
+    jobs: int | Backend = 1,
+    show_progress: bool = True,
+    resume: bool = False,
+    trust: bool = False,
+) -> pd.DataFrame:
+    """Evaluate every policy of a trained run on the held-out seeds; write results and summary.
+
+    Each finished job's results are kept (recorded) until all are merged, so ``resume=True``
+    evaluates only what an interrupted evaluation had not finished. ``trust=True`` loads model
+    files that are not in (or differ from) the manifest: they hold pickles, so only for files
+    the user is sure of.
+    """
     folder, scenario, meta = open_run(run_dir)
     domain = get_domain(scenario.domain)
-    todo = runner.eval_jobs(scenario)
-    hashes = folder.hashes()
+    every = runner.eval_jobs(scenario)
+    recorded = folder.hashes()
+    if not resume:
+        _forget_partials(folder)
+        recorded = folder.hashes()
+    todo = [job for job in every if runner.partial_results(job)[0] not in recorded]
     data = scenario.model_dump(mode="json")
-    with JobProgress("evaluation", len(todo), enabled=show_progress) as progress:
-        outputs = runner.execute(
-            runner.run_eval_job,
-            [(data, str(folder.path), job, hashes) for job in todo],
-            jobs,
-            progress,
-        )
-    results = pd.concat([o[0] for o in outputs], ignore_index=True)
+
+    def finished(index: int, output: tuple[pd.DataFrame, pd.DataFrame | None]) -> None:
+        results_rel, trace_rel = runner.partial_results(todo[index])
+        written = [results_rel]
+        folder.write_parquet(results_rel, output[0], record=False)
+        if output[1] is not None:
+            folder.write_parquet(trace_rel, output[1], record=False)
+            written.append(trace_rel)
+        folder.record(*written)
+
+    if todo:
+        hashes = folder.hashes()
+        with JobProgress("evaluation", len(todo), enabled=show_progress) as progress:
+            _backend(jobs).execute(
+                runner.run_eval_job,
+                [(data, str(folder.path), job, hashes, trust) for job in todo],
+                progress,
+                finished,
+            )
+    hashes = folder.hashes()
+    frames, traces = [], []
+    for job in every:
+        results_rel, trace_rel = runner.partial_results(job)
+        frames.append(pd.read_parquet(folder.verified_path(results_rel, hashes[results_rel])))
+        if trace_rel in hashes:
+            traces.append(pd.read_parquet(folder.verified_path(trace_rel, hashes[trace_rel])))
+    results = pd.concat(frames, ignore_index=True)
     results = results.sort_values(
         ["variant", "policy", "train_seed", "eval_seed", "episode", "metric"], kind="stable"
     ).reset_index(drop=True)
-    traces = [o[1] for o in outputs if o[1] is not None]
     summary = summarize(results, scenario, domain, meta.get("budget", "full"))
     written = ["results.parquet", "summary.json"]
     folder.write_parquet("results.parquet", results, record=False)
@@ -127,7 +201,14 @@ def evaluate(run_dir: str | Path, jobs: int = 1, show_progress: bool = True) -> 
         written.append("traces.parquet")
     folder.write_json("summary.json", summary, record=False)
     folder.record(*written)
+    _forget_partials(folder)
     return results
+
+
+def _forget_partials(folder: RunFolder) -> None:
+    partials = [rel for rel in folder.hashes() if rel.startswith("partial/")]
+    folder.forget(*partials)
+    shutil.rmtree(folder.path / "partial", ignore_errors=True)
 
 
 def report(run_dir: str | Path) -> Path:
@@ -143,13 +224,26 @@ def run(
     scenario: str | Path,
     out: str | Path | None = None,
     budget: str = "full",
-    jobs: int = 1,
+    jobs: int | Backend = 1,
     show_progress: bool = True,
 ) -> RunResult:
     """Train, evaluate and report in one go; returns the run folder, results and report path."""
     folder = create_run(scenario, out, budget)
+    return _finish(folder, jobs, show_progress, resume=False)
+
+
+def resume(run_dir: str | Path, jobs: int | Backend = 1, show_progress: bool = True) -> RunResult:
+    """Finish an interrupted run: train what is untrained (from checkpoints), evaluate what is
+    unevaluated, and report. Finished work is never redone."""
+    folder, _, _ = open_run(run_dir)
+    if (folder.path / "report.pdf").is_file() and "report.pdf" in folder.hashes():
+        raise FieldrlError(f"--resume = {str(run_dir)!r}: this run is complete (its report exists)")
+    return _finish(folder, jobs, show_progress, resume=True)
+
+
+def _finish(folder: RunFolder, jobs: int | Backend, show_progress: bool, resume: bool) -> RunResult:
     train_in(folder, jobs, show_progress)
-    results = evaluate(folder.path, jobs, show_progress)
+    results = evaluate(folder.path, jobs, show_progress, resume=resume)
     pdf = report(folder.path)
     summary = json.loads((folder.path / "summary.json").read_text("utf-8"))
     return RunResult(folder.path, results, summary, pdf)

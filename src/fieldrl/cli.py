@@ -42,6 +42,25 @@ RunDirArg = Annotated[Path, typer.Argument(help="a run folder written by fieldrl
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="no progress bars")]
 
 
+class BackendName(StrEnum):
+    local = "local"
+    ray = "ray"
+
+
+BackendOpt = Annotated[
+    BackendName, typer.Option("--backend", help="local process pool (default) or ray tasks")
+]
+AddressOpt = Annotated[
+    str | None, typer.Option("--address", help="Ray cluster address (with --backend ray); none: local Ray")
+]
+
+
+def backend_of(jobs: int, backend: BackendName, address: str | None) -> api.Backend:
+    if address is not None and backend is not BackendName.ray:
+        raise FieldrlError(f"--address = {address!r}: only used with --backend ray")
+    return api.Backend(jobs=jobs, name=backend.value, address=address)
+
+
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Turn fieldrl's input errors into one message and exit 2; Ctrl-C into exit 130."""
 
@@ -97,14 +116,29 @@ def validate(scenario: ScenarioArg) -> None:
 @app.command()
 @user_errors
 def run(
-    scenario: ScenarioArg,
+    scenario: Annotated[
+        str | None, typer.Argument(help="built-in name (e.g. chemo/quick) or YAML path")
+    ] = None,
     out_dir: OutOpt = None,
     budget: BudgetOpt = BudgetName.full,
     jobs: JobsOpt = 1,
+    backend: BackendOpt = BackendName.local,
+    address: AddressOpt = None,
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="finish an interrupted run folder instead")
+    ] = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Train, evaluate and report: the whole pipeline."""
-    result = api.run(scenario, out_dir, budget.value, jobs, show_progress=not quiet)
+    """Train, evaluate and report: the whole pipeline (or finish an interrupted one with --resume)."""
+    where = backend_of(jobs, backend, address)
+    if resume is not None:
+        if scenario is not None or out_dir is not None:
+            raise FieldrlError("--resume RUN_DIR takes no SCENARIO or --out: the run folder holds both")
+        result = api.resume(resume, where, show_progress=not quiet)
+    elif scenario is None:
+        raise FieldrlError("SCENARIO is missing: give a built-in name or YAML path, or --resume RUN_DIR")
+    else:
+        result = api.run(scenario, out_dir, budget.value, where, show_progress=not quiet)
     print_summary(result.summary)
     out.print(f"Run folder: {result.run_dir}")
     out.print(f"Report: {result.report}")
@@ -117,18 +151,35 @@ def train(
     out_dir: OutOpt = None,
     budget: BudgetOpt = BudgetName.full,
     jobs: JobsOpt = 1,
+    backend: BackendOpt = BackendName.local,
+    address: AddressOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Create a run folder and train the learned policies (no evaluation)."""
-    path = api.train(scenario, out_dir, budget.value, jobs, show_progress=not quiet)
+    where = backend_of(jobs, backend, address)
+    path = api.train(scenario, out_dir, budget.value, where, show_progress=not quiet)
     out.print(f"Trained models in: {path}  (next: fieldrl evaluate {path})")
 
 
 @app.command()
 @user_errors
-def evaluate(run_dir: RunDirArg, jobs: JobsOpt = 1, quiet: QuietOpt = False) -> None:
+def evaluate(
+    run_dir: RunDirArg,
+    jobs: JobsOpt = 1,
+    backend: BackendOpt = BackendName.local,
+    address: AddressOpt = None,
+    trust: Annotated[
+        bool,
+        typer.Option(
+            "--trust",
+            help="load model files that are missing from or differ from the run's manifest "
+            "(they contain pickles: only for files you are sure of)",
+        ),
+    ] = False,
+    quiet: QuietOpt = False,
+) -> None:
     """Evaluate every policy of a trained run on its held-out seeds."""
-    api.evaluate(run_dir, jobs, show_progress=not quiet)
+    api.evaluate(run_dir, backend_of(jobs, backend, address), show_progress=not quiet, trust=trust)
     from fieldrl.evaluation.store import RunFolder
 
     print_summary(RunFolder(run_dir).read_json("summary.json"))

@@ -65,10 +65,17 @@ class LearnedEntry(Strict):
     n_envs: int = Field(8, ge=1, le=4096)
     normalize_obs: bool = True
     normalize_reward: bool = False
+    checkpoint_every: int | None = Field(
+        None, ge=1, le=10**9, description="env steps between resumable checkpoints (default: a tenth)"
+    )
 
     @property
     def label(self) -> str:
         return self.name or self.algorithm.upper()
+
+    @property
+    def checkpoint_interval(self) -> int:
+        return self.checkpoint_every or max(1, self.train_steps // 10)
 
 
 class Policies(Strict):

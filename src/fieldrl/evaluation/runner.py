@@ -8,12 +8,8 @@ uses one torch thread.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import queue as queue_module
 import re
-import signal
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +49,17 @@ def episode_seed(eval_seed: int, episode: int) -> int:
 
 def model_dir(variant: str, label: str, seed: int) -> str:
     return f"models/{slug(variant)}/{slug(label)}/seed-{seed}"
+
+
+def checkpoint_dir(job: TrainJob) -> str:
+    """Where a training job keeps its resumable checkpoint until its model is recorded."""
+    return f"checkpoints/{slug(job.variant)}/{slug(job.policy)}/seed-{job.seed}"
+
+
+def partial_results(job: EvalJob) -> tuple[str, str]:
+    """Where a finished evaluation job's results (and trace) wait until the run's results are merged."""
+    stem = f"partial/{slug(job.variant)}/{slug(job.policy)}/seed-{job.train_seed}"
+    return f"{stem}.results.parquet", f"{stem}.trace.parquet"
 
 
 # ----------------------------------------------------------------------------- episodes
@@ -203,6 +210,7 @@ def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, ev
         folder.path / rel,
         tensorboard_dir=folder.path / "tensorboard" / slug(job.variant),
         report=lambda done: events.put(("update", job.key, done)),
+        checkpoint_dir=folder.path / checkpoint_dir(job),
     )
     written = []
     for name, data in artifacts.items():
@@ -219,6 +227,7 @@ def build_policy(
     job: EvalJob,
     run_dir: str,
     hashes: dict[str, str],
+    trust: bool = False,
 ) -> Policy:
     entry = _entry(scenario, job.policy)
     if isinstance(entry, HeuristicEntry):
@@ -229,9 +238,14 @@ def build_policy(
     folder = RunFolder(run_dir)
     rel = model_dir(job.variant, job.policy, job.train_seed)
     model_rel, norm_rel = f"{rel}/{MODEL_FILE}", f"{rel}/{NORM_FILE}"
+    if trust:  # the user vouches for files fieldrl cannot verify
+        model_path = folder.require(model_rel, "no trained model here; run `fieldrl train` first")
+        norm_path = folder.path / norm_rel if (folder.path / norm_rel).is_file() else None
+        return load_policy(entry.label, entry.algorithm, model_path, norm_path)
     if model_rel not in hashes:
         raise FieldrlError(
-            f"{folder.path / model_rel}: no trained model in the manifest; run `fieldrl train` first"
+            f"{folder.path / model_rel}: no trained model in the manifest; run `fieldrl train` first "
+            "(or, for a model file you are sure of, `fieldrl evaluate --trust`)"
         )
     model_path = folder.verified_path(model_rel, hashes[model_rel])
     norm_path = folder.verified_path(norm_rel, hashes[norm_rel]) if norm_rel in hashes else None
@@ -239,14 +253,22 @@ def build_policy(
 
 
 def run_eval_job(
-    scenario_data: dict[str, Any], run_dir: str, job: EvalJob, hashes: dict[str, str], events: Any
+    scenario_data: dict[str, Any],
+    run_dir: str,
+    job: EvalJob,
+    hashes: dict[str, str],
+    trust: bool,
+    events: Any,
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """Evaluate one (variant, policy, train seed) on every held-out episode."""
+    """Evaluate one (variant, policy, train seed) on every held-out episode.
+
+    :param trust: load model files without checking them against the manifest.
+    """
     import torch
 
     torch.set_num_threads(1)
     scenario, domain, params = _context(scenario_data, job.variant)
-    policy = build_policy(scenario, domain, params, job, run_dir, hashes)
+    policy = build_policy(scenario, domain, params, job, run_dir, hashes, trust)
     plan = [
         (s, e, episode_seed(s, e)) for s in scenario.seeds.eval for e in range(scenario.episodes_per_seed)
     ]
@@ -280,76 +302,3 @@ def run_eval_job(
         trace = trace.assign(variant=job.variant, policy=job.policy, train_seed=job.train_seed)
     events.put(("done", job.key, len(plan)))
     return pd.concat(frames, ignore_index=True)[RESULT_COLUMNS], trace
-
-
-# ----------------------------------------------------------------------------- pool
-
-
-class _Inline:
-    """Queue stand-in for in-process jobs: events go straight to the handler."""
-
-    def __init__(self, handler: Callable[[tuple[Any, ...]], None]):
-        self.handler = handler
-
-    def put(self, event: tuple[Any, ...]) -> None:
-        self.handler(event)
-
-
-def execute(
-    func: Callable[..., Any],
-    calls: Iterable[tuple[Any, ...]],
-    jobs: int,
-    on_event: Callable[[tuple[Any, ...]], None],
-) -> list[Any]:
-    """Run ``func(*args, events)`` for each args tuple; results in input order.
-
-    ``jobs == 1`` runs in this process; more uses a spawn-based process pool
-    (fork is unsafe once torch has started threads).
-    """
-    calls = list(calls)
-    if jobs <= 1 or len(calls) <= 1:
-        inline = _Inline(on_event)
-        return [func(*args, inline) for args in calls]
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as manager:
-        events = manager.Queue()
-        pool = ProcessPoolExecutor(
-            max_workers=min(jobs, len(calls)), mp_context=ctx, initializer=_ignore_ctrl_c
-        )
-        try:
-            futures: dict[Future[Any], int] = {
-                pool.submit(func, *args, events): i for i, args in enumerate(calls)
-            }
-            results: list[Any] = [None] * len(calls)
-            pending = set(futures)
-            while pending:
-                _drain(events, on_event)
-                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    results[futures[fut]] = fut.result()
-            _drain(events, on_event)
-        except BaseException:
-            _stop_workers(pool)  # Ctrl-C or a failed job: don't wait for the others to finish
-            raise
-        pool.shutdown()
-    return results
-
-
-def _ignore_ctrl_c() -> None:
-    """Workers leave Ctrl-C to the main process, which stops them (no traceback from each worker)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    # Python < 3.14 has no public way to terminate a pool's workers.
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
-        process.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _drain(events: Any, on_event: Callable[[tuple[Any, ...]], None]) -> None:
-    while True:
-        try:
-            on_event(events.get_nowait())
-        except queue_module.Empty:
-            return

@@ -37,17 +37,31 @@ FILE_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp alone makes fil
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write ``data`` to ``path`` all at once or not at all; the previous file stays intact on failure.
+
+    A full disk or a permission problem ends as a :class:`FieldrlError` naming the file.
+    """
+    tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        reason = exc.strerror or type(exc).__name__
+        raise FieldrlError(
+            f"{path}: cannot write ({reason}); files written before are intact — free space or fix "
+            "permissions, then resume with `fieldrl run --resume RUN_DIR`"
+        ) from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 
@@ -125,6 +139,15 @@ class RunFolder:
         manifest["files"] = dict(sorted(manifest["files"].items()))
         text = json.dumps(manifest, indent=2) + "\n"
         atomic_write_bytes(self.path / MANIFEST, text.encode("utf-8"))
+
+    def forget(self, *rels: str) -> None:
+        """Drop files from the manifest (the caller deletes them)."""
+        if not rels:
+            return
+        manifest = self.manifest()
+        for rel in rels:
+            manifest["files"].pop(rel, None)
+        atomic_write_bytes(self.path / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
 
     def expected_hash(self, rel: str) -> str:
         entry = self.manifest()["files"].get(rel)

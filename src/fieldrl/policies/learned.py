@@ -23,6 +23,7 @@ from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
+from fieldrl.policies import checkpoint
 from fieldrl.policies.registry import ALGORITHMS, algorithm_parameters, build_kwargs
 
 MODEL_FILE = "model.zip"
@@ -75,6 +76,7 @@ def train_model(
     out_dir: Path,
     tensorboard_dir: Path | None = None,
     report: Callable[[int], None] | None = None,
+    checkpoint_dir: Path | None = None,
 ) -> dict[str, bytes]:
     """Train one model and return its artifacts as ``{file name: bytes}`` (caller writes them).
 
@@ -84,6 +86,8 @@ def train_model(
     :param out_dir: folder the model belongs in (used for the temp save only).
     :param tensorboard_dir: where SB3 writes TensorBoard logs, if anywhere.
     :param report: progress callback receiving env steps done.
+    :param checkpoint_dir: where to save a checkpoint every ``entry.checkpoint_interval`` steps;
+        if it holds a valid checkpoint, training continues from it instead of starting over.
     """
     torch.set_num_threads(1)
     venv = VecMonitor(make_vec_env(entry.n_envs, seed))
@@ -97,23 +101,27 @@ def train_model(
             gamma=float(kwargs.get("gamma", 0.99)),
         )
     algo = ALGORITHMS[entry.algorithm]
-    model = algo(
-        entry.policy,
-        venv,
-        seed=seed,
-        verbose=0,
-        device="cpu",
-        tensorboard_log=str(tensorboard_dir) if tensorboard_dir else None,
-        **kwargs,
-    )
+    tb_log = str(tensorboard_dir) if tensorboard_dir else None
     curve = LearningCurve()
+    meta = checkpoint.read_checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
+    if meta is not None:
+        model, curve.rows = checkpoint.restore(checkpoint_dir, meta, algo, venv, tensorboard_log=tb_log)
+        done = int(meta["timesteps"])
+    else:
+        model = algo(entry.policy, venv, seed=seed, verbose=0, device="cpu", tensorboard_log=tb_log, **kwargs)
+        done = 0
     callbacks: list[BaseCallback] = [curve]
     if report is not None:
         callbacks.append(ProgressReporter(entry.train_steps, report))
+    if checkpoint_dir is not None:
+        callbacks.append(
+            checkpoint.Checkpointer(checkpoint_dir, entry.checkpoint_interval, venv, curve, start=done)
+        )
     model.learn(
-        total_timesteps=entry.train_steps,
+        total_timesteps=max(entry.train_steps - done, 0),
         callback=CallbackList(callbacks),
         tb_log_name=f"{entry.label}-seed{seed}",
+        reset_num_timesteps=meta is None,
         progress_bar=False,
     )
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,188 @@
+"""Where jobs run: in this process, in a local process pool, or as Ray tasks.
+
+Every job is ``func(*args, events)``: a plain function of plain data that seeds itself
+and writes only under its own run-folder paths, so the backend changes wall time, never
+results. ``events`` carries progress tuples back to the caller; ``on_result`` hears about
+each job as soon as it finishes (the caller records it, so an interrupted run can resume
+without redoing it).
+
+Ray: with no address a local Ray instance is started for the call (``num_cpus = jobs``);
+with an address (``ray start --head`` printed it) the jobs run on that cluster. Workers
+then read and write the run folder by its path, so on a multi-machine cluster the run
+folder must be on storage every machine mounts at the same path (NFS or similar).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue as queue_module
+import signal
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any
+
+from fieldrl.errors import FieldrlError
+
+BACKENDS = ("local", "ray")
+
+Event = tuple[Any, ...]
+
+
+class _Inline:
+    """Queue stand-in for in-process jobs: events go straight to the handler."""
+
+    def __init__(self, handler: Callable[[Event], None]):
+        self.handler = handler
+
+    def put(self, event: Event) -> None:
+        self.handler(event)
+
+
+def execute(
+    func: Callable[..., Any],
+    calls: Iterable[tuple[Any, ...]],
+    jobs: int,
+    on_event: Callable[[Event], None],
+    on_result: Callable[[int, Any], None] | None = None,
+    backend: str = "local",
+    address: str | None = None,
+) -> list[Any]:
+    """Run ``func(*args, events)`` for each args tuple; results in input order.
+
+    ``backend="local"``: ``jobs == 1`` runs in this process; more uses a spawn-based process
+    pool (fork is unsafe once torch has started threads). ``backend="ray"``: Ray tasks.
+    """
+    calls = list(calls)
+    notify = on_result or (lambda index, result: None)
+    if backend == "ray":
+        return _execute_ray(func, calls, jobs, on_event, notify, address)
+    if backend != "local":
+        raise FieldrlError(f"--backend = {backend!r}: allowed: {', '.join(BACKENDS)}")
+    if jobs <= 1 or len(calls) <= 1:
+        inline = _Inline(on_event)
+        results = []
+        for index, args in enumerate(calls):
+            results.append(func(*args, inline))
+            notify(index, results[-1])
+        return results
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        events = manager.Queue()
+        pool = ProcessPoolExecutor(
+            max_workers=min(jobs, len(calls)), mp_context=ctx, initializer=_ignore_ctrl_c
+        )
+        try:
+            futures: dict[Future[Any], int] = {
+                pool.submit(func, *args, events): i for i, args in enumerate(calls)
+            }
+            results: list[Any] = [None] * len(calls)
+            pending = set(futures)
+            while pending:
+                _drain(events, on_event)
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    results[futures[fut]] = fut.result()
+                    notify(futures[fut], results[futures[fut]])
+            _drain(events, on_event)
+        except BaseException:
+            _stop_workers(pool)  # Ctrl-C or a failed job: don't wait for the others to finish
+            raise
+        pool.shutdown()
+    return results
+
+
+def _ignore_ctrl_c() -> None:
+    """Workers leave Ctrl-C to the main process, which stops them (no traceback from each worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    # Python < 3.14 has no public way to terminate a pool's workers.
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _drain(events: Any, on_event: Callable[[Event], None]) -> None:
+    while True:
+        try:
+            on_event(events.get_nowait())
+        except queue_module.Empty:
+            return
+
+
+# ----------------------------------------------------------------------------- Ray
+
+
+def _ray_job(func: Callable[..., Any], args: tuple[Any, ...], events: Any) -> Any:
+    import torch
+
+    torch.set_num_threads(1)
+    return func(*args, events)
+
+
+def _execute_ray(
+    func: Callable[..., Any],
+    calls: list[tuple[Any, ...]],
+    jobs: int,
+    on_event: Callable[[Event], None],
+    notify: Callable[[int, Any], None],
+    address: str | None,
+) -> list[Any]:
+    try:
+        import ray
+        from ray.util.queue import Queue
+    except ImportError:  # pragma: no cover - ray is a dependency
+        raise FieldrlError("--backend = 'ray': Ray is not installed (pip install 'ray[default]')") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        try:
+            if address is None:
+                ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            else:
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise FieldrlError(f"--address = {address!r}: cannot join a Ray cluster there ({exc})") from None
+    try:
+        events = Queue()
+        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_job)
+        refs = {remote.remote(func, args, events): i for i, args in enumerate(calls)}
+        results: list[Any] = [None] * len(calls)
+        pending = list(refs)
+        try:
+            while pending:
+                _drain_ray(events, on_event)
+                done, pending = ray.wait(pending, num_returns=1, timeout=0.2)
+                for ref in done:
+                    results[refs[ref]] = _ray_result(ray, ref)
+                    notify(refs[ref], results[refs[ref]])
+            _drain_ray(events, on_event)
+        except BaseException:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+        return results
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _ray_result(ray: Any, ref: Any) -> Any:
+    """``ray.get``, raising a job's own error (e.g. a FieldrlError) rather than Ray's wrapper."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, Exception):
+            raise cause from None
+        raise
+
+
+def _drain_ray(events: Any, on_event: Callable[[Event], None]) -> None:
+    from ray.util.queue import Empty
+
+    while True:
+        try:
+            on_event(events.get_nowait())
+        except Empty:
+            return

@@ -1,0 +1,172 @@
+"""Runs that survive faults: kill -9 and resume, interrupted evaluation, full disks, untrusted
+model files, and the Ray backend giving the same results as the local pool."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import fieldrl
+from fieldrl import api
+from fieldrl.cli import app
+from fieldrl.evaluation import runner as job_runner
+
+cli = CliRunner()
+KEYS = ["variant", "policy", "kind", "train_seed", "eval_seed", "episode", "metric"]
+
+
+def _write(tmp_path: Path, data: dict, name: str = "s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def long_training(scenario_data) -> dict:
+    """Training long enough (tens of seconds) to be killed in the middle, checkpointing often."""
+    learned = scenario_data["policies"]["learned"][0]
+    learned.update(train_steps=30_000, checkpoint_every=1024)
+    return scenario_data
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.2)
+
+
+def test_kill_9_during_training_then_resume_continues_from_the_checkpoint(long_training, tmp_path):
+    scenario = _write(tmp_path, long_training)
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fieldrl.cli", "run", str(scenario), "--out", str(out), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    ckpt = out / "checkpoints/default/PPO/seed-0/checkpoint.json"
+    try:
+        _wait_for(ckpt, proc)
+        time.sleep(1.0)  # let it get further, maybe into the middle of the next save
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (out / "results.parquet").exists()
+    saved_at = json.loads(ckpt.read_text())["timesteps"]
+    assert 0 < saved_at < 30_000
+
+    result = cli.invoke(app, ["run", "--resume", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    results = pd.read_parquet(out / "results.parquet")
+    assert set(results["policy"]) == {"no treatment", "constant 0.5", "PPO"}
+    assert not (out / "checkpoints/default/PPO/seed-0").exists()  # removed once the model is recorded
+    curve = pd.read_csv(out / "models/default/PPO/seed-0/learning_curve.csv")
+    assert curve["timesteps"].min() <= saved_at < curve["timesteps"].max()  # one curve across the kill
+    assert curve["timesteps"].max() >= 30_000 - 4 * 64
+
+    # the structure of an uninterrupted run; heuristics (no training) identical to the value
+    clean = fieldrl.run(scenario, out=tmp_path / "clean", show_progress=False).results
+    pd.testing.assert_frame_equal(clean[KEYS], results[KEYS])
+    heuristic = results["kind"] == "heuristic"
+    pd.testing.assert_series_equal(clean["value"][heuristic], results["value"][heuristic])
+
+    again = cli.invoke(app, ["run", "--resume", str(out)])
+    assert again.exit_code == 2 and "complete" in again.output
+
+
+def test_interrupted_evaluation_resumes_without_redoing_finished_jobs(scenario_data, tmp_path, monkeypatch):
+    scenario_data["policies"]["learned"] = []
+    scenario = _write(tmp_path, scenario_data)
+    folder = api.create_run(scenario, tmp_path / "run")
+    calls: list[str] = []
+    real = job_runner.run_eval_job
+
+    def failing_second(data, run_dir, job, hashes, trust, events):
+        calls.append(job.policy)
+        if job.policy == "constant 0.5" and calls.count("constant 0.5") == 1:
+            raise KeyboardInterrupt
+        return real(data, run_dir, job, hashes, trust, events)
+
+    monkeypatch.setattr(job_runner, "run_eval_job", failing_second)
+    with pytest.raises(KeyboardInterrupt):
+        api.evaluate(folder.path, show_progress=False)
+    assert not (folder.path / "results.parquet").exists()
+    assert any(rel.startswith("partial/") for rel in folder.hashes())
+
+    result = api.resume(folder.path, show_progress=False)
+    assert calls == ["no treatment", "constant 0.5", "constant 0.5"]  # the finished job was kept
+    assert set(result.results["policy"]) == {"no treatment", "constant 0.5"}
+    assert not any(rel.startswith("partial/") for rel in folder.hashes())
+    assert not (folder.path / "partial").exists()
+
+
+def test_full_disk_while_writing_results_keeps_the_previous_results(scenario_data, tmp_path, monkeypatch):
+    scenario_data["policies"]["learned"] = []
+    run_dir = fieldrl.run(_write(tmp_path, scenario_data), out=tmp_path / "run", show_progress=False).run_dir
+    before = (run_dir / "results.parquet").read_bytes()
+    manifest = (run_dir / "manifest.json").read_bytes()
+
+    from fieldrl.evaluation import store
+
+    real_replace = os.replace
+
+    def full_disk(src, dst):
+        if str(dst).endswith("results.parquet"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(store.os, "replace", full_disk)
+    result = cli.invoke(app, ["evaluate", str(run_dir), "--quiet"])
+    assert result.exit_code == 2
+    message = " ".join(result.output.split())
+    assert "results.parquet: cannot write (No space left on device)" in message
+    assert "Traceback" not in result.output
+    assert (run_dir / "results.parquet").read_bytes() == before
+    assert (run_dir / "manifest.json").read_bytes() == manifest
+    assert not list(run_dir.glob(".results.parquet.*"))
+
+
+def test_model_missing_from_manifest_needs_trust(scenario_data, tmp_path):
+    run_dir = fieldrl.train(_write(tmp_path, scenario_data), out=tmp_path / "t", show_progress=False)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    del manifest["files"]["models/default/PPO/seed-0/model.zip"]
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    refused = cli.invoke(app, ["evaluate", str(run_dir), "--quiet"])
+    assert refused.exit_code == 2
+    assert "--trust" in " ".join(refused.output.split())
+    assert not (run_dir / "results.parquet").exists()
+    trusted = cli.invoke(app, ["evaluate", str(run_dir), "--quiet", "--trust"])
+    assert trusted.exit_code == 0, trusted.output
+    assert "PPO" in set(pd.read_parquet(run_dir / "results.parquet")["policy"])
+
+
+def test_cli_backend_arguments_are_checked(tmp_path):
+    result = cli.invoke(app, ["run", "chemo/quick", "--address", "10.0.0.1:6379"])
+    assert result.exit_code == 2 and "--address" in result.output and "--backend ray" in result.output
+    result = cli.invoke(app, ["run", "chemo/quick", "--backend", "spark"])
+    assert result.exit_code == 2
+    result = cli.invoke(app, ["run"])
+    assert result.exit_code == 2 and "SCENARIO is missing" in result.output
+
+
+def test_ray_backend_gives_the_local_results(scenario_data, tmp_path):
+    scenario = _write(tmp_path, scenario_data)
+    local = fieldrl.run(scenario, out=tmp_path / "local", show_progress=False)
+    on_ray = fieldrl.run(
+        scenario, out=tmp_path / "ray", jobs=api.Backend(jobs=2, name="ray"), show_progress=False
+    )
+    pd.testing.assert_frame_equal(local.results, on_ray.results)
+    assert on_ray.report.is_file()
