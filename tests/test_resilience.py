@@ -170,3 +170,31 @@ def test_ray_backend_gives_the_local_results(scenario_data, tmp_path):
     )
     pd.testing.assert_frame_equal(local.results, on_ray.results)
     assert on_ray.report.is_file()
+
+
+def test_a_crashing_simulator_fails_only_its_episode(scenario_data, tmp_path, monkeypatch):
+    """One held-out patient whose simulator raises: that episode is recorded as failed with the
+    reason, the others in its batch are re-run on fresh simulators, and the report says so."""
+    from fieldrl.domains.chemo import domain as chemo_domain
+    from fieldrl.domains.chemo.env import ChemoEvalEnvs
+
+    class Crashing(ChemoEvalEnvs):
+        def step(self, actions):
+            self.steps = getattr(self, "steps", 0) + 1
+            if 102 in self.seeds and self.steps >= 5:
+                raise RuntimeError("simulator died (segfault in the solver)")
+            return super().step(actions)
+
+    monkeypatch.setattr(chemo_domain, "ChemoEvalEnvs", Crashing)
+    scenario_data["policies"]["learned"] = []
+    result = fieldrl.run(_write(tmp_path, scenario_data), out=tmp_path / "run", show_progress=False)
+    failed = result.summary["failed_episodes"]
+    assert {(f["policy"], f["eval_seed"]) for f in failed} == {("no treatment", 102), ("constant 0.5", 102)}
+    assert all("RuntimeError: simulator died" in f["reason"] for f in failed)
+    seeds = set(result.results["eval_seed"])
+    assert 102 not in seeds and seeds == {100, 101, 103, 104, 105}
+    mean = result.summary["variants"]["default"]["policies"]["no treatment"]["return"]["mean"]
+    assert all(v == v for v in mean.values())  # no NaN: the failed seed is left out, not poisoning
+    from test_pipeline import pdf_text
+
+    assert "Failed episodes" in pdf_text(result.report)

@@ -164,13 +164,17 @@ def evaluate(
     todo = [job for job in every if runner.partial_results(job)[0] not in recorded]
     data = scenario.model_dump(mode="json")
 
-    def finished(index: int, output: tuple[pd.DataFrame, pd.DataFrame | None]) -> None:
-        results_rel, trace_rel = runner.partial_results(todo[index])
+    def finished(index: int, output: tuple[pd.DataFrame, pd.DataFrame | None, list[Any]]) -> None:
+        results_rel, trace_rel, failures_rel = runner.partial_results(todo[index])
+        frame, trace, failures = output
         written = [results_rel]
-        folder.write_parquet(results_rel, output[0], record=False)
-        if output[1] is not None:
-            folder.write_parquet(trace_rel, output[1], record=False)
+        folder.write_parquet(results_rel, frame, record=False)
+        if trace is not None:
+            folder.write_parquet(trace_rel, trace, record=False)
             written.append(trace_rel)
+        if failures:
+            folder.write_json(failures_rel, failures, record=False)
+            written.append(failures_rel)
         folder.record(*written)
 
     if todo:
@@ -183,17 +187,20 @@ def evaluate(
                 finished,
             )
     hashes = folder.hashes()
-    frames, traces = [], []
+    frames, traces, failures = [], [], []
     for job in every:
-        results_rel, trace_rel = runner.partial_results(job)
+        results_rel, trace_rel, failures_rel = runner.partial_results(job)
         frames.append(pd.read_parquet(folder.verified_path(results_rel, hashes[results_rel])))
         if trace_rel in hashes:
             traces.append(pd.read_parquet(folder.verified_path(trace_rel, hashes[trace_rel])))
+        if failures_rel in hashes:
+            failures += json.loads(folder.verified_path(failures_rel, hashes[failures_rel]).read_text())
     results = pd.concat(frames, ignore_index=True)
     results = results.sort_values(
         ["variant", "policy", "train_seed", "eval_seed", "episode", "metric"], kind="stable"
     ).reset_index(drop=True)
     summary = summarize(results, scenario, domain, meta.get("budget", "full"))
+    summary["failed_episodes"] = failures
     written = ["results.parquet", "summary.json"]
     folder.write_parquet("results.parquet", results, record=False)
     if traces:

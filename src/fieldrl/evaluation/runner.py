@@ -56,10 +56,10 @@ def checkpoint_dir(job: TrainJob) -> str:
     return f"checkpoints/{slug(job.variant)}/{slug(job.policy)}/seed-{job.seed}"
 
 
-def partial_results(job: EvalJob) -> tuple[str, str]:
-    """Where a finished evaluation job's results (and trace) wait until the run's results are merged."""
+def partial_results(job: EvalJob) -> tuple[str, str, str]:
+    """Where a finished evaluation job's results, trace and failures wait until they are merged."""
     stem = f"partial/{slug(job.variant)}/{slug(job.policy)}/seed-{job.train_seed}"
-    return f"{stem}.results.parquet", f"{stem}.trace.parquet"
+    return f"{stem}.results.parquet", f"{stem}.trace.parquet", f"{stem}.failures.json"
 
 
 # ----------------------------------------------------------------------------- episodes
@@ -73,10 +73,14 @@ def run_episodes(
     on_episodes_done: Callable[[int], None] | None = None,
     trace_index: int | None = 0,
     cases: Sequence[int] | None = None,
+    failures: list[tuple[int, str]] | None = None,
 ) -> tuple[dict[str, np.ndarray], pd.DataFrame | None]:
     """Run one episode per seed with ``policy``; return KPI arrays (seed order) and one trace.
 
     :param cases: held-out evaluation seed of each episode (see ``Domain.make_eval_envs``).
+    :param failures: if given, a simulator error does not stop the evaluation: the batch is
+        re-run one episode at a time on fresh environments, an episode that still fails gets
+        NaN KPIs, and ``(index in seeds, reason)`` is appended here. If None, errors propagate.
     """
     batch = int(getattr(domain, "eval_batch_size", 256))
     kpis: dict[str, list[np.ndarray]] = {}
@@ -84,14 +88,73 @@ def run_episodes(
     for start in range(0, len(seeds), batch):
         chunk = list(seeds[start : start + batch])
         chunk_cases = None if cases is None else list(cases[start : start + batch])
-        record = _run_batch(domain, params, policy, chunk, chunk_cases)
-        for name, values in domain.episode_kpis(record).items():
-            kpis.setdefault(name, []).append(np.asarray(values, dtype=float))
-        if trace_index is not None and start <= trace_index < start + len(chunk):
-            trace = domain.episode_trace(record, trace_index - start)
+        local_trace = None if trace_index is None else trace_index - start
+        try:
+            values, chunk_trace = _episode_values(domain, params, policy, chunk, chunk_cases, local_trace)
+        except (FieldrlError, KeyboardInterrupt):
+            raise
+        except Exception:
+            if failures is None:
+                raise
+            values, chunk_trace = _one_at_a_time(
+                domain, params, policy, chunk, chunk_cases, local_trace, start, failures
+            )
+        for name, value in values.items():
+            kpis.setdefault(name, []).append(np.asarray(value, dtype=float))
+        trace = chunk_trace if chunk_trace is not None else trace
         if on_episodes_done is not None:
             on_episodes_done(start + len(chunk))
     return {k: np.concatenate(v) for k, v in kpis.items()}, trace
+
+
+def _episode_values(
+    domain: Domain,
+    params: Any,
+    policy: Policy,
+    seeds: list[int],
+    cases: list[int] | None,
+    trace_index: int | None,
+) -> tuple[dict[str, np.ndarray], pd.DataFrame | None]:
+    record = _run_batch(domain, params, policy, seeds, cases)
+    values = domain.episode_kpis(record)
+    trace = None
+    if trace_index is not None and 0 <= trace_index < len(seeds):
+        trace = domain.episode_trace(record, trace_index)
+    return values, trace
+
+
+def _one_at_a_time(
+    domain: Domain,
+    params: Any,
+    policy: Policy,
+    seeds: list[int],
+    cases: list[int] | None,
+    trace_index: int | None,
+    offset: int,
+    failures: list[tuple[int, str]],
+) -> tuple[dict[str, np.ndarray], pd.DataFrame | None]:
+    """Each episode alone on fresh envs; failing ones become NaN with their reason recorded."""
+    rows: list[dict[str, np.ndarray] | None] = []
+    trace = None
+    for i, seed in enumerate(seeds):
+        case = None if cases is None else [cases[i]]
+        try:
+            wanted = 0 if i == trace_index else None
+            values, one_trace = _episode_values(domain, params, policy, [seed], case, wanted)
+        except (FieldrlError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            failures.append((offset + i, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))
+            rows.append(None)
+            continue
+        rows.append(values)
+        trace = one_trace if one_trace is not None else trace
+    names = next((list(r) for r in rows if r is not None), [k.name for k in domain.kpis])
+    values = {
+        name: np.array([np.nan if r is None else float(np.asarray(r[name])[0]) for r in rows])
+        for name in names
+    }
+    return values, trace
 
 
 def _run_batch(
@@ -259,8 +322,10 @@ def run_eval_job(
     hashes: dict[str, str],
     trust: bool,
     events: Any,
-) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+) -> tuple[pd.DataFrame, pd.DataFrame | None, list[dict[str, Any]]]:
     """Evaluate one (variant, policy, train seed) on every held-out episode.
+
+    Returns the tidy results, one trace, and the episodes that failed (simulator errors) with why.
 
     :param trust: load model files without checking them against the manifest.
     """
@@ -273,6 +338,7 @@ def run_eval_job(
         (s, e, episode_seed(s, e)) for s in scenario.seeds.eval for e in range(scenario.episodes_per_seed)
     ]
     events.put(("start", job.key, len(plan)))
+    failed: list[tuple[int, str]] = []
     kpis, trace = run_episodes(
         domain,
         params,
@@ -280,6 +346,7 @@ def run_eval_job(
         [p[2] for p in plan],
         on_episodes_done=lambda done: events.put(("update", job.key, done)),
         cases=[p[0] for p in plan],
+        failures=failed,
     )
     kind = "heuristic" if job.train_seed == HEURISTIC_TRAIN_SEED else "learned"
     frames = []
@@ -301,4 +368,20 @@ def run_eval_job(
     if trace is not None:
         trace = trace.assign(variant=job.variant, policy=job.policy, train_seed=job.train_seed)
     events.put(("done", job.key, len(plan)))
-    return pd.concat(frames, ignore_index=True)[RESULT_COLUMNS], trace
+    results = pd.concat(frames, ignore_index=True)[RESULT_COLUMNS]
+    if failed:  # failed episodes have no KPI rows; failures.json says why
+        lost = {(plan[i][0], plan[i][1]) for i, _ in failed}
+        keep = [(s, e) not in lost for s, e in zip(results["eval_seed"], results["episode"], strict=True)]
+        results = results[keep].reset_index(drop=True)
+    failures = [
+        {
+            "variant": job.variant,
+            "policy": job.policy,
+            "train_seed": job.train_seed,
+            "eval_seed": plan[i][0],
+            "episode": plan[i][1],
+            "reason": reason,
+        }
+        for i, reason in failed
+    ]
+    return results, trace, failures

@@ -12,6 +12,7 @@ single-level case against ``scipy.stats.bootstrap``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +33,19 @@ class Interval:
 
 
 def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Interquartile mean: the mean of the middle 50 % (robust to outlier episodes)."""
-    return sps.trim_mean(values, 0.25, axis=axis)
+    """Interquartile mean: the mean of the middle 50 % (robust to outlier episodes).
+
+    NaN cells (held-out seeds whose episodes all failed) are left out.
+    """
+    values = np.asarray(values, dtype=float)
+    if not np.isnan(values).any():
+        return sps.trim_mean(values, 0.25, axis=axis)
+
+    def one(row: np.ndarray) -> float:
+        row = row[~np.isnan(row)]
+        return float(sps.trim_mean(row, 0.25)) if row.size else float("nan")
+
+    return np.apply_along_axis(one, axis, values)
 
 
 def value_matrix(frame: pd.DataFrame, eval_seeds: list[int]) -> np.ndarray:
@@ -81,8 +93,11 @@ def interval(point: float, boot: np.ndarray, confidence: float) -> Interval:
 def describe(matrix: np.ndarray, boot: Bootstrap, confidence: float) -> dict[str, Any]:
     """Mean and IQM with bootstrap CIs for one policy's value matrix."""
     flat = matrix.reshape(-1)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN resample is NaN, and says so
+        mean = interval(float(np.nanmean(flat)), boot.statistic(matrix, np.nanmean), confidence)
     return {
-        "mean": interval(float(np.mean(flat)), boot.statistic(matrix, np.mean), confidence).as_dict(),
+        "mean": mean.as_dict(),
         "iqm": interval(float(iqm(flat)), boot.statistic(matrix, iqm), confidence).as_dict(),
         "n_train_seeds": int(matrix.shape[0]),
         "n_eval_seeds": int(matrix.shape[1]),
@@ -98,17 +113,19 @@ def paired_difference(
     :param baseline: ``(1, E)`` matrix (a heuristic) or ``(R', E)`` (another learned policy, whose
         independent training seeds are resampled on their own stream).
     """
-    base_row = baseline.mean(axis=0)
     ti = boot.train_idx(learned.shape[0])
     bi = boot.train_idx(baseline.shape[0], stream=1)
     ei = boot.eval_idx
-    learned_means = learned[ti[:, :, None], ei[:, None, :]].mean(axis=(1, 2))
-    base_means = baseline[bi[:, :, None], ei[:, None, :]].mean(axis=(1, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NaN cells: failed episodes
+        base_row = np.nanmean(baseline, axis=0)
+        learned_means = np.nanmean(learned[ti[:, :, None], ei[:, None, :]], axis=(1, 2))
+        base_means = np.nanmean(baseline[bi[:, :, None], ei[:, None, :]], axis=(1, 2))
     diff_boot = learned_means - base_means
     with np.errstate(divide="ignore", invalid="ignore"):
         rel_boot = 100.0 * diff_boot / np.abs(base_means)
     rel_boot[~np.isfinite(rel_boot)] = np.nan  # a resample whose baseline mean is 0
-    point_l, point_b = float(learned.mean()), float(base_row.mean())
+    point_l, point_b = float(np.nanmean(learned)), float(np.nanmean(base_row))
     point_rel = 100.0 * (point_l - point_b) / abs(point_b) if point_b != 0 else float("nan")
     return {
         "difference": interval(point_l - point_b, diff_boot, confidence).as_dict(),
@@ -124,7 +141,9 @@ def probability_better(
     confidence: float,
 ) -> dict[str, float]:
     """P(learned does better than baseline on the same held-out seed), ties count half."""
-    base_row = baseline.mean(axis=0)
-    sign = 1.0 if higher_is_better else -1.0
-    wins = (np.sign(sign * (learned - base_row[None, :])) + 1.0) / 2.0  # 1 win, 0.5 tie, 0 loss
-    return interval(float(wins.mean()), boot.statistic(wins, np.mean), confidence).as_dict()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NaN cells: failed episodes
+        base_row = np.nanmean(baseline, axis=0)
+        sign = 1.0 if higher_is_better else -1.0
+        wins = (np.sign(sign * (learned - base_row[None, :])) + 1.0) / 2.0  # 1 win, 0.5 tie, 0 loss
+        return interval(float(np.nanmean(wins)), boot.statistic(wins, np.nanmean), confidence).as_dict()

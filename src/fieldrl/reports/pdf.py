@@ -319,6 +319,26 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
             f"{ctx.domain.kpi(ctx.summary['primary_kpi']).label}."
         )
     )
+    failed = ctx.summary.get("failed_episodes") or []
+    if failed:
+        out.append(Paragraph("Failed episodes", styles["Heading3"]))
+        out.append(
+            ctx.para(
+                f"{len(failed)} held-out episode(s) ended in a simulator error; they were re-run alone on a "
+                "fresh simulator, failed again, and are left out of every number above (an eval seed with "
+                "no successful episode has no value). First failures:",
+                "Small",
+            )
+        )
+        for f in failed[:10]:
+            where = "" if f["variant"] == "default" else f" [{f['variant']}]"
+            out.append(
+                ctx.para(
+                    f"{f['policy']}{where}, train seed {f['train_seed']}, eval seed {f['eval_seed']}, "
+                    f"episode {f['episode']}: {escape(f['reason'])}",
+                    "Small",
+                )
+            )
     for variant in s.variant_names:
         where = "" if variant == "default" else f" — {variant}"
         out.append(Paragraph(f"Interquartile means{where}", styles["Heading3"]))
