@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +35,8 @@ def machine_info(**versions: str) -> dict[str, Any]:
 def write_result(path: Path, data: dict[str, Any]) -> None:
     """Write the result JSON atomically, so an interrupted benchmark keeps the previous file."""
     atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def quick_mode() -> bool:
+    """``--quick`` on the command line: a smaller, faster version (``fieldrl bench --quick``)."""
+    return "--quick" in sys.argv[1:]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy
-from _common import machine_info, write_result
+from _common import machine_info, quick_mode, write_result
 
 from fieldrl.simulators.chemo import (
     DEFAULT_SUBSTEPS,
@@ -81,8 +81,9 @@ def max_relative_error(n: int = 8, steps: int = 600, substeps: int = DEFAULT_SUB
 
 
 def main() -> dict:
-    ref = reference_rate()
-    rates = {n: batch_rate(n) for n in BATCH_SIZES}
+    repeats = 1 if quick_mode() else REPEATS
+    ref = reference_rate(repeats=repeats)
+    rates = {n: batch_rate(n, repeats=repeats) for n in BATCH_SIZES}
     err = max_relative_error()
     err_one_substep = max_relative_error(substeps=1)
     result = {
@@ -104,6 +105,32 @@ def main() -> dict:
             "max_relative_error_with_1_substep": err_one_substep,
         },
         "settings": {"steps": STEPS, "repeats": REPEATS, "reference_steps": REF_STEPS},
+        "headline": [
+            {
+                "label": f"chemo engine, batch {BATCH_SIZES[-1]}: patient-steps/s vs solve_ivp (same run)",
+                "value": rates[BATCH_SIZES[-1]] / ref,
+                "unit": "x",
+                "target": ">= 100x",
+            },
+            {
+                "label": "chemo RK4 max relative error vs solve_ivp",
+                "value": err,
+                "unit": "",
+                "target": "<= 1e-3",
+            },
+        ],
+        "curves": [
+            {
+                "title": "patient-steps/s by batch size",
+                "xlabel": "patients stepped together",
+                "ylabel": "patient-steps/s",
+                "log": True,
+                "series": {
+                    "ChemoBatch (RK4)": {"x": list(BATCH_SIZES), "y": [rates[n] for n in BATCH_SIZES]},
+                    "solve_ivp reference": {"x": list(BATCH_SIZES), "y": [ref for _ in BATCH_SIZES]},
+                },
+            }
+        ],
     }
     write_result(RESULT, result)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy
-from _common import machine_info, write_result
+from _common import machine_info, quick_mode, write_result
 
 from fieldrl.simulators.gbwm import Goal, Problem, benchmark_problem, simulate
 from fieldrl.simulators.gbwm_dp import solve
@@ -39,6 +39,9 @@ def best_time(problem: Problem, repeats: int = REPEATS, **kwargs) -> float:
 
 
 def main() -> dict:
+    global REPEATS, MC_PATHS
+    if quick_mode():
+        REPEATS, MC_PATHS = 2, 4000
     base = base_case()
     sol = solve(base)
     timings = {
@@ -86,6 +89,24 @@ def main() -> dict:
         "benchmark_family": family,
         "base_case_convergence": convergence,
         "published_base_case_p_goal": 0.669,
+        "headline": [
+            {
+                "label": "GBWM DP base case (10 y, W0=100, goal 200): P(goal), published 0.669",
+                "value": sol.p_goal,
+                "unit": "",
+                "target": "0.669 +/- 0.005",
+            },
+            {
+                "label": "GBWM DP solve, base case",
+                "value": timings["base_case"]["seconds"] * 1e3,
+                "unit": "ms",
+            },
+            {
+                "label": "GBWM DP solve, 16 goals",
+                "value": timings["benchmark_16_goals"]["seconds"] * 1e3,
+                "unit": "ms",
+            },
+        ],
     }
     write_result(RESULT, result)
 

@@ -216,6 +216,36 @@ def compare(run_dirs: Annotated[list[Path], typer.Argument(help="evaluated run f
     out.print(table)
 
 
+@app.command()
+@user_errors
+def bench(
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="run just this benchmark (repeatable)")
+    ] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="smaller, faster versions")] = False,
+    bench_dir: Annotated[
+        Path | None, typer.Option("--dir", help="benchmarks folder (default: ./benchmarks)")
+    ] = None,
+) -> None:
+    """Run the benchmark suite; write benchmarks/results/suite.json and benchmarks.pdf."""
+    from fieldrl import bench as suite_runner
+
+    folder = suite_runner.find_bench_dir(bench_dir)
+    suite = suite_runner.run_suite(folder, only, quick, echo=out.print)
+    table = Table(title="Benchmark headlines (each ratio measured in the same run)")
+    for col in ("benchmark", "figure", "value"):
+        table.add_column(col)
+    for name, h in suite_runner.headlines(suite):
+        value = h.get("value")
+        shown = f"{value:,.3g}" if isinstance(value, int | float) else str(value)
+        table.add_row(name, str(h.get("label", "")), f"{shown} {h.get('unit', '')}")
+    out.print(table)
+    out.print(f"Results: {folder / 'results' / suite_runner.SUITE_JSON}")
+    out.print(f"Report: {folder / 'results' / suite_runner.SUITE_PDF}")
+    if any(r.get("exit_status") for r in suite["runs"].values()):
+        raise typer.Exit(1)
+
+
 def print_summary(summary: dict[str, Any]) -> None:
     """One table per variant: KPI means with their 95 % CIs; * marks the best of each kind."""
     from fieldrl.reports.findings import fmt

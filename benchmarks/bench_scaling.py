@@ -1,0 +1,117 @@
+"""Scaling of a whole study: wall time of ``chemo/full`` (quick budget) at ``--jobs 1``, ``--jobs 2``
+and on Ray (a local Ray instance with 2 CPUs), all in one run, plus what a cluster would do on paper.
+
+Run: ``python benchmarks/bench_scaling.py [--quick]``. Writes ``benchmarks/results/scaling.json``.
+``--quick`` trims the study to presets s1 and s5 and 1,000 training steps.
+
+The "on paper" figures use Amdahl's law with the serial fraction ``s`` solved from the measured
+1- and 2-worker times (``T2 = T1 (s + (1 - s) / 2)``): ``T(N machines x c cores) = T1 (s + (1 - s)
+/ (N c))``. It ignores that no job can be split (the longest job bounds the wall time) and the
+network cost of a real cluster, so read it as a best case.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+import time
+from pathlib import Path
+
+from _common import machine_info, quick_mode, write_result
+
+import fieldrl
+from fieldrl.api import Backend
+from fieldrl.scenario import load_scenario
+
+RESULT = Path(__file__).parent / "results" / "scaling.json"
+CLUSTER = (1, 2, 4, 8, 16)  # machines of CORES cores each, on paper
+CORES = 2
+
+
+def study(quick: bool) -> Path:
+    """The chemo/full study at its quick budget (trimmed further with ``--quick``), as a file."""
+    import yaml
+
+    data = load_scenario("chemo/full").with_budget("quick").model_dump(mode="json", exclude_none=True)
+    if quick:
+        data["variants"] = {k: v for k, v in data["variants"].items() if k in ("s1", "s5")}
+        for entry in data["policies"]["learned"]:
+            entry["train_steps"] = 1000
+    path = Path(tempfile.mkdtemp(prefix="fieldrl-scaling-")) / "study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def wall_time(scenario: Path, backend: Backend, out: Path) -> float:
+    start = time.perf_counter()
+    fieldrl.run(scenario, out=out, jobs=backend, show_progress=False)
+    return time.perf_counter() - start
+
+
+def main() -> dict:
+    quick = quick_mode()
+    scenario = study(quick)
+    runs = {
+        "jobs 1": Backend(jobs=1),
+        "jobs 2": Backend(jobs=2),
+        "ray (local, 2 CPUs)": Backend(jobs=2, name="ray"),
+    }
+    times = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, backend in runs.items():
+            times[label] = wall_time(scenario, backend, Path(tmp) / label.replace(" ", "_"))
+            print(f"{label:22} {times[label]:8.1f} s")
+    t1, t2 = times["jobs 1"], times["jobs 2"]
+    serial = min(max(2 * t2 / t1 - 1, 0.0), 1.0)
+    paper = {str(n): t1 * (serial + (1 - serial) / (n * CORES)) for n in CLUSTER}
+    scenario_data = load_scenario(scenario)
+    result = {
+        "benchmark": "wall time of the chemo/full study (quick budget) by backend",
+        "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "workload": {
+            "scenario": "chemo/full, quick budget" + (", presets s1+s5, 1000 steps" if quick else ""),
+            "variants": scenario_data.variant_names,
+            "train_jobs": len(scenario_data.variant_names)
+            * len(scenario_data.policies.learned)
+            * len(scenario_data.seeds.train),
+        },
+        "wall_seconds": times,
+        "speedup_jobs2": t1 / t2,
+        "speedup_ray": t1 / times["ray (local, 2 CPUs)"],
+        "serial_fraction_amdahl": serial,
+        "on_paper_seconds_by_machines": paper,
+        "on_paper_assumptions": f"{CORES} cores per machine, Amdahl with the measured serial fraction; "
+        "no job splitting, no network cost (best case)",
+        "headline": [
+            {"label": "study speed-up, 2 local workers vs 1 (same run)", "value": t1 / t2, "unit": "x"},
+            {
+                "label": "study speed-up, Ray (local, 2 CPUs) vs 1 worker",
+                "value": t1 / times["ray (local, 2 CPUs)"],
+                "unit": "x",
+            },
+            {"label": "serial fraction (Amdahl, from 1 and 2 workers)", "value": serial, "unit": ""},
+        ],
+        "curves": [
+            {
+                "title": "study wall time: measured and on paper",
+                "xlabel": f"workers (cores; machines x {CORES})",
+                "ylabel": "seconds",
+                "series": {
+                    "measured, local pool": {"x": [1, 2], "y": [t1, t2]},
+                    "measured, Ray": {"x": [2], "y": [times["ray (local, 2 CPUs)"]]},
+                    "on paper (Amdahl)": {"x": [n * CORES for n in CLUSTER], "y": list(paper.values())},
+                },
+            }
+        ],
+    }
+    write_result(RESULT, result)
+    print(
+        f"speed-up 2 workers {t1 / t2:.2f}x, Ray {result['speedup_ray']:.2f}x, serial fraction {serial:.2f}"
+    )
+    print(f"wrote {RESULT}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
