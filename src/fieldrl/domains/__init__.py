@@ -11,7 +11,9 @@ from fieldrl.domains.base import Domain
 DOMAIN_MODULES: dict[str, str] = {
     "chemo": "fieldrl.domains.chemo",
     "memory": "fieldrl.domains.memory",
+    "rail": "fieldrl.domains.rail",
     "wealth": "fieldrl.domains.wealth",
+    "uav": "fieldrl.domains.uav",
 }
 
 

@@ -1,0 +1,147 @@
+"""The rail dispatching domain: Flatland levels, the PettingZoo env, dispatchers and KPIs wired together."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from flatland.envs.step_utils.states import TrainState
+from pydantic import BaseModel
+
+from fieldrl.domains.base import Domain, EpisodeRecord
+from fieldrl.domains.multiagent import AgentSlotVecEnv, ParallelLockstepEnvs
+from fieldrl.domains.rail import metrics
+from fieldrl.domains.rail.env import RailParallelEnv
+from fieldrl.domains.rail.heuristics import HEURISTICS
+from fieldrl.domains.rail.params import RailParams
+
+
+def make_env(params: RailParams, training: bool = False) -> RailParallelEnv:
+    """The parallel env for ``params`` (the curriculum applies to training envs only)."""
+    return RailParallelEnv(
+        level=params.level,
+        mode=params.mode,
+        hold_steps=params.hold_steps,
+        horizon=params.horizon,
+        curriculum=tuple(params.curriculum) if training else (),
+        curriculum_episodes=params.curriculum_episodes,
+    )
+
+
+class RailEvalEnvs(ParallelLockstepEnvs):
+    """Lockstep episodes that keep, at close, what the report's rail map needs (rail cells, train moves)."""
+
+    def close(self) -> None:
+        self.snapshots = [_snapshot(env) for env in self.envs]
+        super().close()
+
+
+def _snapshot(env: RailParallelEnv) -> dict[str, Any] | None:
+    if env.fl is None:
+        return None
+    rows, cols = np.nonzero(env.fl.rail.grid)
+    outcome = []
+    for i, agent in enumerate(env.fl.agents):
+        if agent.state == TrainState.DONE:
+            outcome.append("arrived")
+        elif env.cancelled[i]:
+            outcome.append("cancelled")
+        elif i in env.stuck:
+            outcome.append("deadlocked")
+        elif agent.state.is_off_map_state():
+            outcome.append("never departed")
+        else:
+            outcome.append("en route")
+    return {
+        "rail": (rows, cols),
+        "history": env.position_history(),
+        "outcome": outcome,
+        "targets": [next(iter(a.targets))[0] for a in env.fl.agents],
+        "shape": (env.net.height, env.net.width),
+    }
+
+
+class RailDomain(Domain):
+    """Train dispatching and routing on Flatland's rail networks (Flatland 3 test levels 0-4)."""
+
+    name = "rail"
+    title = "Rail dispatching (Flatland)"
+    params_model = RailParams
+    kpis = metrics.KPIS
+    heuristics = HEURISTICS
+    info_keys = metrics.INFO_KEYS
+    eval_batch_size = 50
+
+    def __init__(self) -> None:
+        self._last_eval: RailEvalEnvs | None = None
+
+    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> AgentSlotVecEnv:
+        p = self.checked_params(params)
+        return AgentSlotVecEnv([partial(make_env, p, True) for _ in range(n_envs)], seed)
+
+    def make_eval_envs(
+        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
+    ) -> RailEvalEnvs:
+        p = self.checked_params(params)
+        envs = RailEvalEnvs([make_env(p) for _ in seeds], seeds, self.info_keys)
+        self._last_eval = envs
+        return envs
+
+    def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
+        return metrics.episode_kpis(record)
+
+    def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
+        """The rail network and every train's moves in episode ``index`` (long format, for the rail map)."""
+        envs = self._last_eval
+        snaps = getattr(envs, "snapshots", None)
+        if not snaps or index >= len(snaps) or snaps[index] is None:
+            return metrics.episode_trace(record, index)
+        return map_trace(snaps[index])
+
+    def report_section(self, context: Any) -> list[Any]:
+        from fieldrl.domains.rail.report import report_section
+
+        return report_section(context)
+
+
+def map_trace(snap: dict[str, Any]) -> pd.DataFrame:
+    """Rows ``layer=rail`` (every rail cell) and ``layer=train`` (a train's cell whenever it changed)."""
+    rows, cols = snap["rail"]
+    parts = [
+        pd.DataFrame({"layer": "rail", "step": -1, "train": -1, "row": rows, "col": cols, "outcome": ""})
+    ]
+    hist = snap["history"]
+    for i, outcome in enumerate(snap["outcome"]):
+        cells = hist[:, i, :] if len(hist) else np.zeros((0, 2), dtype=np.int16)
+        on = np.flatnonzero(cells[:, 0] >= 0)
+        if len(on):
+            moved = np.ones(len(on), dtype=bool)
+            moved[1:] = np.any(np.diff(cells[on], axis=0) != 0, axis=1)
+            keep = on[moved]
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "layer": "train",
+                        "step": keep,
+                        "train": i,
+                        "row": cells[keep, 0],
+                        "col": cells[keep, 1],
+                        "outcome": outcome,
+                    }
+                )
+            )
+        tr, tc = snap["targets"][i]
+        parts.append(
+            pd.DataFrame(
+                {"layer": "target", "step": -1, "train": i, "row": [tr], "col": [tc], "outcome": outcome}
+            )
+        )
+    h, w = snap["shape"]
+    parts.append(
+        pd.DataFrame({"layer": "shape", "step": -1, "train": -1, "row": [h], "col": [w], "outcome": ""})
+    )
+    frame = pd.concat(parts, ignore_index=True)
+    return frame.astype({"step": "int64", "train": "int64", "row": "int64", "col": "int64"})

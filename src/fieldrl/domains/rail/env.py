@@ -1,0 +1,479 @@
+"""PettingZoo ``ParallelEnv`` over Flatland's ``RailEnv``: one agent per train.
+
+Two decompositions (``mode``):
+
+* ``semi`` (semi-hierarchical, after Castagna et al.): a train is asked only when a decision
+  exists. A *dispatch* decision (depart now / hold / cancel) when it is ready to depart at its
+  origin, and a *routing* decision (left / forward / right / stop, masked to the exits the rail
+  allows) when it enters a switch cell with more than one exit. Between decisions every train
+  follows the track; ``step`` applies the decisions and then advances Flatland until some train
+  needs a decision or the episode ends. Trains with nothing to decide see a mask allowing only
+  ``NOOP``. Held trains and trains stopped at a switch are asked again after ``hold_steps``.
+* ``monolithic``: every live train acts every Flatland step with Flatland's 5 actions
+  (do nothing, left, forward, right, stop), unmasked.
+
+Both share one ``Discrete`` action space over all agents and one observation vector whose first
+entries one-hot the decision type (see :mod:`fieldrl.domains.rail.observation`). Semi-hierarchical
+actions: 0 NOOP, 1 DEPART, 2 HOLD, 3 CANCEL, 4 LEFT, 5 FORWARD, 6 RIGHT, 7 STOP. An action the mask
+forbids (e.g. a random action from ``parallel_api_test``) is replaced by the default of the pending
+decision: HOLD for dispatch, the shortest-path exit for routing.
+
+Rewards (per train): +1 on arrival, -1 when it becomes deadlocked, plus Flatland's own reward
+divided by the episode's step limit (lateness at arrival, cancellation and not-arrived penalties).
+The episode ends when Flatland's does, or earlier once every train has arrived, been cancelled or is
+deadlocked (its Flatland end-of-episode penalty is then booked as at the step limit, since nothing
+can change any more).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+from flatland.envs.rail_env import RailEnv
+from flatland.envs.step_utils.states import TrainState
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from fieldrl.domains.rail.deadlock import deadlocked
+from fieldrl.domains.rail.levels import LEVELS, make_rail_env
+from fieldrl.domains.rail.network import DC, DR, TURNS, RailNetwork
+from fieldrl.domains.rail.observation import OBS_SIZE, OWN, PathLookahead, build_observations
+
+NOOP, DEPART, HOLD, CANCEL, LEFT, FORWARD, RIGHT, STOP = range(8)
+SEMI_ACTIONS = ("noop", "depart", "hold", "cancel", "left", "forward", "right", "stop")
+#: Flatland actions
+DO_NOTHING, MOVE_LEFT, MOVE_FORWARD, MOVE_RIGHT, STOP_MOVING = range(5)
+NONE, DISPATCH, ROUTE, EVERY = range(4)
+ARRIVAL_BONUS = 1.0
+DEADLOCK_PENALTY = 1.0
+
+
+class RailParallelEnv(ParallelEnv):
+    """Flatland rail dispatching as a PettingZoo parallel env.
+
+    :param level: Flatland 3 test level 0-4 (used when ``curriculum`` is empty).
+    :param mode: ``semi`` or ``monolithic`` (see module docstring).
+    :param hold_steps: Flatland steps a held or stopped train waits before it is asked again.
+    :param horizon: look-ahead cells of the observation builder.
+    :param curriculum: training only: levels sampled at each reset, weights moving from the first
+        towards the last over ``curriculum_episodes`` episodes (see :meth:`curriculum_weights`).
+    """
+
+    metadata = {"name": "fieldrl_rail_v0"}
+
+    def __init__(
+        self,
+        level: int = 0,
+        mode: str = "semi",
+        hold_steps: int = 5,
+        horizon: int = 40,
+        curriculum: tuple[int, ...] = (),
+        curriculum_episodes: int = 200,
+    ):
+        if mode not in ("semi", "monolithic"):
+            raise ValueError(f"mode must be 'semi' or 'monolithic', got {mode!r}")
+        self.level = int(level)
+        self.mode = mode
+        self.hold_steps = int(hold_steps)
+        self.horizon = int(horizon)
+        self.curriculum = tuple(int(x) for x in curriculum)
+        self.curriculum_episodes = int(curriculum_episodes)
+        self.episodes = 0
+        levels = self.curriculum or (self.level,)
+        self.max_slots = max(LEVELS[x].trains for x in levels)
+        self.possible_agents = [f"train_{i}" for i in range(self.max_slots)]
+        self.agents: list[str] = []
+        self.fl: RailEnv | None = None
+
+    # ------------------------------------------------------------------ spaces
+    @functools.cache  # noqa: B019 - spaces are per agent name, as PettingZoo does
+    def observation_space(self, agent: str) -> spaces.Box:
+        return spaces.Box(-np.inf, np.inf, shape=(OBS_SIZE,), dtype=np.float32)
+
+    @functools.cache  # noqa: B019
+    def action_space(self, agent: str) -> spaces.Discrete:
+        return spaces.Discrete(8 if self.mode == "semi" else 5)
+
+    # ------------------------------------------------------------------ curriculum
+    def curriculum_weights(self) -> np.ndarray:
+        """Sampling weights of the curriculum levels.
+
+        ``(1 - p)(m - j) + p (j + 1)`` for the j-th of m levels, ``p`` = episodes so far /
+        ``curriculum_episodes`` capped at 1: the easiest is favoured first, the hardest last.
+        """
+        m = len(self.curriculum)
+        p = min(1.0, self.episodes / max(self.curriculum_episodes, 1))
+        j = np.arange(m)
+        w = (1 - p) * (m - j) + p * (j + 1)
+        return w / w.sum()
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        rng = np.random.default_rng(seed)
+        env_seed = int(rng.integers(2**31 - 1)) if seed is None else int(seed)
+        level = self.level
+        if self.curriculum:
+            level = int(rng.choice(self.curriculum, p=self.curriculum_weights()))
+        self.episodes += 1
+        self.current_level = level
+        self.fl = fl = make_rail_env(LEVELS[level], env_seed)
+        self.net = RailNetwork(fl)
+        self.n = n = fl.get_num_agents()
+        self.max_steps = int(fl._max_episode_steps)
+        self.look = PathLookahead(self.net, fl.distance_map.get(), self.horizon)
+        self.initial = np.array(
+            [
+                (a.initial_configuration[0][0], a.initial_configuration[0][1], a.initial_configuration[1])
+                for a in fl.agents
+            ],
+            dtype=np.int64,
+        )
+        self.names = self.possible_agents[:n]
+        self.index = {a: i for i, a in enumerate(self.names)}
+        self.departing = np.zeros(n, dtype=bool)
+        self.departed_step = np.full(n, -1)
+        self.cancelled = np.zeros(n, dtype=bool)
+        self.hold_until = np.zeros(n, dtype=np.int64)
+        self.cmd = np.full(n, MOVE_FORWARD)
+        self.cmd_cell: list[tuple[int, int, int] | None] = [None] * n
+        self.pending = np.zeros(n, dtype=np.int64)
+        self.fl_reward = np.zeros(n)
+        self.stuck: set[int] = set()
+        self.finished = False
+        self.decisions = {"dispatch": 0, "route": 0}
+        self.agents = list(self.names)
+        self._gone: set[int] = set()
+        self._step_reward = np.zeros(n)
+        self._history: list[np.ndarray] = []
+        if self.mode == "semi":
+            self._advance()
+        else:
+            self._refresh()
+            self._update_pending()
+        return self._observations(), {a: {} for a in self.agents}
+
+    # ------------------------------------------------------------------ state helpers
+    def config(self, i: int) -> tuple[int, int, int] | None:
+        conf = self.fl.agents[i].current_configuration
+        if conf is None:
+            return None
+        return int(conf[0][0]), int(conf[0][1]), int(conf[1])
+
+    def state(self, i: int) -> TrainState:
+        return self.fl.agents[i].state
+
+    def _occupancy(self) -> tuple[np.ndarray, np.ndarray]:
+        occ = np.full((self.net.height, self.net.width), -1, dtype=np.int64)
+        head = np.full((self.net.height, self.net.width), -1, dtype=np.int64)
+        for i in range(self.n):
+            conf = self.config(i)
+            if conf is not None:
+                occ[conf[0], conf[1]] = i
+                head[conf[0], conf[1]] = conf[2]
+        return occ, head
+
+    def route_options(self, i: int) -> np.ndarray:
+        """(left, forward, right) exits the rail allows for train ``i`` where it stands."""
+        conf = self.config(i)
+        if conf is None:
+            return np.zeros(3, dtype=bool)
+        return self.net.options(*conf)
+
+    def option_distances(self, i: int) -> np.ndarray:
+        """Cells to train ``i``'s target via each of (left, forward, right); inf where not allowed."""
+        conf = self.config(i)
+        out = np.full(3, np.inf)
+        if conf is None:
+            return out
+        r, c, d = conf
+        dist = self.fl.distance_map.get()[i]
+        for j, t in enumerate(TURNS):
+            d_out = (d + t) % 4
+            if self.net.trans[r, c, d, d_out]:
+                out[j] = dist[r + DR[d_out], c + DC[d_out], d_out]
+        return out
+
+    def _needs_decision(self, i: int, t: int) -> int:
+        if self.cancelled[i] or i in self._gone:
+            return NONE
+        state = self.state(i)
+        if state == TrainState.DONE:
+            return NONE
+        if state == TrainState.READY_TO_DEPART and not self.departing[i] and t >= self.hold_until[i]:
+            return DISPATCH
+        conf = self.config(i)
+        if conf is None or not self.net.choice[conf[0], conf[1], conf[2]]:
+            return NONE
+        if self.cmd_cell[i] != conf or (self.cmd[i] == STOP_MOVING and t >= self.hold_until[i]):
+            return ROUTE
+        return NONE
+
+    def default_flatland_action(self, i: int) -> int:
+        """What train ``i`` does between decisions: keep its command at this cell, else follow the track."""
+        return self._flatland_action(i)
+
+    def _flatland_action(self, i: int) -> int:
+        if self.cancelled[i]:
+            return DO_NOTHING
+        conf = self.config(i)
+        if conf is None:
+            return MOVE_FORWARD if self.departing[i] else DO_NOTHING
+        if self.cmd_cell[i] == conf:
+            return int(self.cmd[i])
+        return MOVE_FORWARD
+
+    def _blockers(self, occ: np.ndarray) -> list[list[int] | None]:
+        """Per train on the map: the train in the next cell of each exit it may still take."""
+        out: list[list[int] | None] = []
+        for i in range(self.n):
+            conf = self.config(i)
+            if conf is None or self.state(i) == TrainState.DONE:
+                out.append(None)
+                continue
+            r, c, d = conf
+            exits = [d_out for d_out in range(4) if self.net.trans[r, c, d, d_out]]
+            if (
+                self.mode == "semi"
+                and self.cmd_cell[i] == conf
+                and self.cmd[i] in (MOVE_LEFT, MOVE_FORWARD, MOVE_RIGHT)
+            ):
+                wanted = (d + TURNS[int(self.cmd[i]) - 1]) % 4
+                if wanted in exits:
+                    exits = [wanted]
+            out.append([int(occ[r + DR[e], c + DC[e]]) for e in exits])
+        return out
+
+    # ------------------------------------------------------------------ stepping
+    def _flatland_step(self, actions: dict[int, int]) -> bool:
+        """One Flatland step; books rewards; returns True when the episode is over."""
+        _, rewards, dones, _ = self.fl.step(actions)
+        for i, r in rewards.items():
+            self.fl_reward[i] += r
+            self._step_reward[i] += r / self.max_steps
+        for i in range(self.n):
+            if self.departed_step[i] < 0 and self.config(i) is not None:
+                self.departed_step[i] = self.fl._elapsed_steps
+        self._record()
+        if dones["__all__"]:
+            return True
+        return self._refresh()
+
+    def _refresh(self) -> bool:
+        """Update deadlocks; True if nothing can change any more (early end)."""
+        occ, _ = self._occupancy()
+        stuck = deadlocked(self._blockers(occ))
+        for i in stuck - self.stuck:
+            self._step_reward[i] -= DEADLOCK_PENALTY
+        self.stuck = stuck
+        over = all(self.state(i) == TrainState.DONE or self.cancelled[i] or i in stuck for i in range(self.n))
+        if over:
+            for i, agent in enumerate(self.fl.agents):
+                if agent.state != TrainState.DONE:
+                    r = self.fl.rewards.end_of_episode_reward(agent, self.fl.distance_map, self.max_steps)
+                    self.fl_reward[i] += r
+                    self._step_reward[i] += r / self.max_steps
+        return over
+
+    def _record(self) -> None:
+        """Positions of every train (row, col; -1 off map) for the report's rail map."""
+        pos = np.full((self.n, 2), -1, dtype=np.int16)
+        for i in range(self.n):
+            conf = self.config(i)
+            if conf is not None:
+                pos[i] = conf[0], conf[1]
+        self._history.append(pos)
+
+    def _update_pending(self) -> None:
+        t = self.fl._elapsed_steps
+        self.pending = np.array([self._needs_decision(i, t) for i in range(self.n)], dtype=np.int64)
+
+    def _note_monolithic(self, i: int, action: int) -> None:
+        """Keep the decision bookkeeping (pending, commands) in step with raw Flatland actions."""
+        kind, t = self.pending[i], self.fl._elapsed_steps
+        if kind == DISPATCH:
+            if action in (MOVE_LEFT, MOVE_FORWARD, MOVE_RIGHT):
+                self.departing[i] = True
+            else:
+                self.hold_until[i] = t + 1
+        elif kind == ROUTE:
+            self.cmd_cell[i] = self.config(i)
+            self.cmd[i] = MOVE_FORWARD if action == DO_NOTHING else action
+            if action == STOP_MOVING:
+                self.hold_until[i] = t + 1
+
+    def _advance(self) -> None:
+        """Run Flatland until some train needs a decision or the episode is over."""
+        while True:
+            t = self.fl._elapsed_steps
+            self.pending = np.array([self._needs_decision(i, t) for i in range(self.n)], dtype=np.int64)
+            if self.pending.any():
+                return
+            acts = {i: self._flatland_action(i) for i in range(self.n)}
+            if self._flatland_step(acts):
+                self.finished = True
+                self.pending[:] = NONE
+                return
+
+    def _apply(self, i: int, action: int) -> None:
+        kind = self.pending[i]
+        t = self.fl._elapsed_steps
+        if not self.action_mask(self.names[i])[action]:
+            action = HOLD if kind == DISPATCH else LEFT + int(np.argmin(self.option_distances(i)))
+        if kind == DISPATCH:
+            self.decisions["dispatch"] += 1
+            if action == DEPART:
+                self.departing[i] = True
+            elif action == HOLD:
+                self.hold_until[i] = t + self.hold_steps
+            else:
+                self.cancelled[i] = True
+                agent = self.fl.agents[i]
+                self._step_reward[i] -= (
+                    agent.get_travel_time_on_shortest_path(self.fl.distance_map) / self.max_steps
+                )
+        elif kind == ROUTE:
+            self.decisions["route"] += 1
+            self.cmd_cell[i] = self.config(i)
+            if action == STOP:
+                self.cmd[i] = STOP_MOVING
+                self.hold_until[i] = t + self.hold_steps
+            else:
+                self.cmd[i] = (MOVE_LEFT, MOVE_FORWARD, MOVE_RIGHT)[action - LEFT]
+
+    def step(self, actions: dict[str, Any]):
+        self._step_reward = np.zeros(self.n)
+        live = list(self.agents)
+        if self.mode == "semi":
+            for agent, action in actions.items():
+                i = self.index.get(agent)
+                if i is not None and self.pending[i] != NONE:
+                    self._apply(i, int(action))
+            self.pending[:] = NONE
+            self._advance()
+        else:
+            acts = {}
+            for a in live:
+                i, action = self.index[a], int(actions.get(a, DO_NOTHING))
+                action = action if 0 <= action < 5 else DO_NOTHING
+                self._note_monolithic(i, action)
+                acts[i] = action
+            self.finished = self._flatland_step(acts)
+            self._update_pending()
+        terms, truncs, rewards = {}, {}, {}
+        for agent in live:
+            i = self.index[agent]
+            arrived = self.state(i) == TrainState.DONE
+            gone = arrived or bool(self.cancelled[i])
+            rewards[agent] = float(self._step_reward[i] + (ARRIVAL_BONUS if arrived else 0.0))
+            terms[agent] = gone
+            truncs[agent] = self.finished and not gone
+            if gone:
+                self._gone.add(i)
+        self.agents = [] if self.finished else [a for a in live if not terms[a]]
+        obs = self._observations(live)
+        return obs, rewards, terms, truncs, {a: {} for a in live}
+
+    # ------------------------------------------------------------------ masks and observations
+    def action_mask(self, agent: str) -> np.ndarray:
+        if self.mode == "monolithic":
+            return np.ones(5, dtype=bool)
+        i = self.index[agent]
+        mask = np.zeros(8, dtype=bool)
+        kind = self.pending[i]
+        if kind == DISPATCH:
+            mask[[DEPART, HOLD, CANCEL]] = True
+        elif kind == ROUTE:
+            mask[LEFT : RIGHT + 1] = self.route_options(i)
+            mask[STOP] = True
+        else:
+            mask[NOOP] = True
+        return mask
+
+    def _observations(self, names: list[str] | None = None) -> dict[str, np.ndarray]:
+        names = self.agents if names is None else names
+        if not names:
+            return {}
+        obs = self.observe_all()
+        return {a: obs[self.index[a]] for a in names}
+
+    def observe_all(self) -> np.ndarray:
+        """Observations of every train, ``(n, OBS_SIZE)`` (the fast builder)."""
+        n, fl, t = self.n, self.fl, self.fl._elapsed_steps
+        occ, head = self._occupancy()
+        configs = self.initial.copy()
+        on_map = np.zeros(n, dtype=bool)
+        own = np.zeros((n, OWN), dtype=np.float32)
+        states = [a.state for a in fl.agents]
+        arrived = sum(s == TrainState.DONE for s in states)
+        n_on = 0
+        dist = fl.distance_map.get()
+        for i in range(n):
+            conf = self.config(i)
+            if conf is not None:
+                configs[i] = conf
+                on_map[i] = True
+                n_on += 1
+        own[np.arange(n), self.pending] = 1.0
+        if self.mode == "monolithic":
+            own[:, EVERY] = 1.0
+            own[:, NONE] = 0.0
+        for i, a in enumerate(fl.agents):
+            speed = float(a.speed_counter.max_speed)
+            r, c, d = configs[i]
+            to_go = dist[i, r, c, d]
+            to_go = 4 * self.max_steps if not np.isfinite(to_go) else to_go
+            own[i, 4] = speed
+            own[i, 5] = a.malfunction_handler.malfunction_down_counter / 50.0
+            own[i, 6] = not on_map[i]
+            own[i, 7] = states[i] == TrainState.MOVING
+            own[i, 8] = states[i] in (TrainState.STOPPED, TrainState.MALFUNCTION)
+            own[i, 9] = to_go / self.max_steps
+            own[i, 10] = (a.latest_arrival - t - to_go / speed) / self.max_steps
+            own[i, 11] = t / self.max_steps
+            own[i, 12] = (not on_map[i]) and occ[r, c] >= 0
+        own[:, 13] = n_on / n
+        own[:, 14] = arrived / n
+        own[:, 15] = len(self.stuck) / n
+        own[:, 16] = n / 100.0
+        own[:, 17] = self.cancelled.sum() / n
+        own[:, 18] = (self.departed_step >= 0).sum() / n
+        return build_observations(self.look, configs, on_map, occ, head, own, self.max_steps)
+
+    # ------------------------------------------------------------------ KPIs
+    def episode_info(self) -> dict[str, float]:
+        """Episode KPIs so far (final once the episode is over)."""
+        fl = self.fl
+        n = self.n
+        done = [a.state == TrainState.DONE for a in fl.agents]
+        delays = [
+            max(0, a.arrival_time - a.latest_arrival) for a, ok in zip(fl.agents, done, strict=True) if ok
+        ]
+        norm = fl.rewards.normalize(*self.fl_reward.tolist(), num_agents=n, max_episode_steps=self.max_steps)
+        return {
+            "arrived": 100.0 * sum(done) / n,
+            "deadlocked": 100.0 * len(self.stuck) / n,
+            "delay": float(np.mean(delays)) if delays else float("nan"),
+            "cancelled": 100.0 * float(self.cancelled.sum()) / n,
+            "normalized_reward": float(norm),
+            "flatland_steps": float(fl._elapsed_steps),
+            "trains": float(n),
+        }
+
+    def position_history(self) -> np.ndarray:
+        """``(steps, n, 2)`` train cells per Flatland step (-1 off the map)."""
+        if not self._history:
+            return np.zeros((0, self.n, 2), dtype=np.int16)
+        return np.stack(self._history)
+
+    def render(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.fl = None
+
+
+def parallel_env(**kwargs: Any) -> RailParallelEnv:
+    """PettingZoo factory (as PettingZoo environments and sumo-rl provide)."""
+    return RailParallelEnv(**kwargs)

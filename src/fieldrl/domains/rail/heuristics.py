@@ -1,0 +1,297 @@
+"""Dispatchers practitioners would write, as centralised ``Policy`` objects reading the Flatland env.
+
+All three answer the semi-hierarchical env's decisions (dispatch: depart / hold / cancel; routing:
+left / forward / right / stop). They read ``envs.envs[i]`` (:class:`RailParallelEnv`, hence the
+Flatland ``RailEnv`` inside) through ``bind_envs``.
+
+* ``shortest-path``: every train departs as soon as it may and takes the exit nearest its target
+  (Flatland's shortest-path baseline in this decomposition).
+* ``deadlock-avoiding``: a train departs only if no train on the map travels any cell-to-cell edge of
+  its shortest path in the opposite direction (a directed-edge reservation: each train reserves the
+  edges of its remaining path and frees them as it passes). Waiting trains are released in priority
+  order (least timetable slack first), each release reserving its path before the next is checked,
+  so two opposing trains are never released onto one single track.
+* ``priority-reroute``: as above, but each waiting train may take any of its ``k`` shortest paths
+  (Flatland's ``get_k_shortest_paths``), the shortest conflict-free one; the release order is a
+  setting (FIFO by scheduled departure, least slack, or fastest first); trains that can no longer
+  arrive before the episode's step limit are cancelled instead of clogging the network.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Literal
+
+import numpy as np
+from flatland.envs.rail_env_shortest_paths import get_k_shortest_paths
+from flatland.envs.step_utils.states import TrainState
+from pydantic import BaseModel, ConfigDict, Field
+
+from fieldrl.domains.base import HeuristicSpec
+from fieldrl.domains.rail.env import (
+    CANCEL,
+    DEPART,
+    DISPATCH,
+    FORWARD,
+    HOLD,
+    LEFT,
+    NOOP,
+    RIGHT,
+    ROUTE,
+    STOP,
+    RailParallelEnv,
+)
+from fieldrl.domains.rail.network import DC, DR
+
+Cell = tuple[int, int]
+#: a dispatcher's decision as a Flatland action, for the monolithic env (cancel = never depart)
+MONOLITHIC = {DEPART: 2, HOLD: 0, CANCEL: 0, LEFT: 1, FORWARD: 2, RIGHT: 3, STOP: 4}
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NoSettings(_Settings):
+    """No settings."""
+
+
+class PrioritySettings(_Settings):
+    k: int = Field(4, ge=1, le=10, description="Alternative shortest paths tried per waiting train.")
+    order: Literal["fifo", "slack", "speed"] = Field(
+        "slack",
+        description="Release order of waiting trains: fifo (scheduled departure), slack (least timetable "
+        "slack first) or speed (fastest first).",
+    )
+    cancel_late: bool = Field(
+        True, description="Cancel a waiting train that can no longer arrive before the step limit."
+    )
+
+
+def greedy_path(env: RailParallelEnv, i: int) -> list[Cell]:
+    """Cells of train ``i``'s shortest path from its start, following Flatland's distance map."""
+    r, c, d = (int(x) for x in env.initial[i])
+    dist = env.fl.distance_map.get()[i]
+    cells = [(r, c)]
+    for _ in range(4 * (env.net.height + env.net.width) + 50):
+        if dist[r, c, d] == 0:
+            break
+        best, best_d = None, np.inf
+        for d_out in range(4):
+            if env.net.trans[r, c, d, d_out]:
+                value = dist[r + DR[d_out], c + DC[d_out], d_out]
+                if value < best_d:
+                    best, best_d = d_out, value
+        if best is None or not np.isfinite(best_d):
+            break
+        r, c, d = r + int(DR[best]), c + int(DC[best]), best
+        cells.append((r, c))
+    return cells
+
+
+def k_paths(env: RailParallelEnv, i: int, k: int) -> list[list[Cell]]:
+    """Up to ``k`` shortest paths of train ``i`` (Flatland's k-shortest-paths search), shortest first."""
+    agent = env.fl.agents[i]
+    (pos, d) = agent.initial_configuration
+    target = next(iter(agent.targets))[0]
+    found = get_k_shortest_paths(None, pos, d, target, k=k, rail=env.fl.rail)
+    paths = [[tuple(w.position) for w in p] for p in found]
+    return paths or [greedy_path(env, i)]
+
+
+def edges(path: list[Cell]) -> list[tuple[Cell, Cell]]:
+    return list(zip(path[:-1], path[1:], strict=True))
+
+
+class _EpisodePlan:
+    """Planned paths, progress along them and the directed-edge reservations of one episode."""
+
+    def __init__(self, env: RailParallelEnv):
+        self.env = env
+        self.path: dict[int, list[Cell]] = {}
+        self.at: dict[int, int] = {}
+        self.reserved: Counter[tuple[Cell, Cell]] = Counter()
+
+    def reserve(self, i: int, path: list[Cell]) -> None:
+        self.path[i], self.at[i] = path, 0
+        self.reserved.update(edges(path))
+
+    def release(self, i: int, upto: int) -> None:
+        """Free train ``i``'s edges before path index ``upto`` (all of them if ``upto`` is past the end)."""
+        path, start = self.path[i], self.at[i]
+        for e in edges(path[start : min(upto, len(path) - 1) + 1]):
+            self.reserved[e] -= 1
+            if self.reserved[e] <= 0:
+                del self.reserved[e]
+        self.at[i] = upto
+
+    def update(self) -> None:
+        """Follow each planned train along its path; drop trains that arrived or left their path."""
+        env = self.env
+        for i in list(self.path):
+            state = env.state(i)
+            if state == TrainState.DONE:
+                self.release(i, len(self.path[i]))
+                del self.path[i], self.at[i]
+                continue
+            conf = env.config(i)
+            if conf is None:
+                continue
+            cell, path, at = (conf[0], conf[1]), self.path[i], self.at[i]
+            if path[at] == cell:
+                continue
+            try:
+                j = path.index(cell, at)
+            except ValueError:  # off its plan (should not happen): keep nothing reserved
+                self.release(i, len(path))
+                del self.path[i], self.at[i]
+                continue
+            self.release(i, j)
+
+    def conflicts(self, path: list[Cell]) -> bool:
+        """True if some train holds an edge of ``path`` in the opposite direction."""
+        return any((b, a) in self.reserved for a, b in edges(path))
+
+    def next_cell(self, i: int) -> Cell | None:
+        if i not in self.path:
+            return None
+        path, at = self.path[i], self.at[i]
+        return path[at + 1] if at + 1 < len(path) else None
+
+
+class _Dispatcher:
+    """Shared plumbing: bind to the eval envs, walk the slots, answer pending decisions."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.envs: Any = None
+        self.plans: list[_EpisodePlan] = []
+
+    def reset(self, n_envs: int) -> None:
+        self.n_envs = int(n_envs)
+
+    def bind_envs(self, envs: Any) -> None:
+        self.envs = envs
+        self.plans = [_EpisodePlan(env) for env in envs.envs]
+
+    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        if self.envs is None:
+            raise RuntimeError(f"{self.name} is a centralised dispatcher: the runner must call bind_envs")
+        n, slots = obs.shape[0], obs.shape[1]
+        actions = np.zeros((n, slots), dtype=np.int64)
+        for e in range(n):
+            env: RailParallelEnv = self.envs.envs[e]
+            if env.fl is None or not env.agents:
+                continue
+            slot_of = {a: s for s, a in enumerate(self.envs.slot_agents(e)) if a is not None}
+            chosen = self.decide(e, env)
+            if env.mode == "monolithic":  # every train acts every step with a Flatland action
+                chosen = {
+                    env.index[a]: MONOLITHIC.get(chosen[env.index[a]])
+                    if env.index[a] in chosen
+                    else env.default_flatland_action(env.index[a])
+                    for a in env.agents
+                }
+            for i, action in chosen.items():
+                slot = slot_of.get(env.names[i])
+                if slot is not None:
+                    actions[e, slot] = action
+        return actions
+
+    def decide(self, e: int, env: RailParallelEnv) -> dict[int, int]:
+        raise NotImplementedError
+
+    @staticmethod
+    def shortest_turn(env: RailParallelEnv, i: int) -> int:
+        return LEFT + int(np.argmin(env.option_distances(i)))
+
+
+class ShortestPath(_Dispatcher):
+    """All trains depart at once and take the exit nearest their target."""
+
+    def decide(self, e: int, env: RailParallelEnv) -> dict[int, int]:
+        out = {}
+        for i in np.flatnonzero(env.pending != 0):
+            out[int(i)] = DEPART if env.pending[i] == DISPATCH else self.shortest_turn(env, int(i))
+        return out
+
+
+class ReservationDispatcher(_Dispatcher):
+    """Release a waiting train only onto paths no train travels the opposite way (see module doc)."""
+
+    def __init__(self, name: str, k: int = 1, order: str = "slack", cancel_late: bool = False):
+        super().__init__(name)
+        self.k, self.order, self.cancel_late = k, order, cancel_late
+        self._paths: list[dict[int, list[list[Cell]]]] = []
+
+    def bind_envs(self, envs: Any) -> None:
+        super().bind_envs(envs)
+        self._paths = [{} for _ in envs.envs]
+
+    def candidates(self, e: int, env: RailParallelEnv, i: int) -> list[list[Cell]]:
+        cache = self._paths[e]
+        if i not in cache:
+            cache[i] = [greedy_path(env, i)] if self.k == 1 else k_paths(env, i, self.k)
+        return cache[i]
+
+    def priority(self, e: int, env: RailParallelEnv, i: int) -> tuple[float, ...]:
+        agent = env.fl.agents[i]
+        speed = float(agent.speed_counter.max_speed)
+        travel = len(self.candidates(e, env, i)[0]) / speed
+        slack = agent.latest_arrival - env.fl._elapsed_steps - travel
+        if self.order == "fifo":
+            return (agent.earliest_departure, i)
+        if self.order == "speed":
+            return (-speed, slack, i)
+        return (slack, i)
+
+    def decide(self, e: int, env: RailParallelEnv) -> dict[int, int]:
+        plan = self.plans[e]
+        plan.update()
+        out: dict[int, int] = {}
+        waiting = [int(i) for i in np.flatnonzero(env.pending == DISPATCH)]
+        t = env.fl._elapsed_steps
+        for i in sorted(waiting, key=lambda i: self.priority(e, env, i)):
+            paths = self.candidates(e, env, i)
+            speed = float(env.fl.agents[i].speed_counter.max_speed)
+            if self.cancel_late and t + len(paths[0]) / speed + 1 > env.max_steps:
+                out[i] = CANCEL
+                continue
+            free = next((p for p in paths if not plan.conflicts(p)), None)
+            start = (int(env.initial[i][0]), int(env.initial[i][1]))
+            occupied = any(env.config(j) is not None and env.config(j)[:2] == start for j in range(env.n))
+            if free is None or occupied:
+                out[i] = HOLD
+                continue
+            plan.reserve(i, free)
+            out[i] = DEPART
+        for i in np.flatnonzero(env.pending == ROUTE):
+            i = int(i)
+            nxt = plan.next_cell(i)
+            conf = env.config(i)
+            turn = env.net.turn_to(*conf, nxt) if (nxt is not None and conf is not None) else None
+            out[i] = LEFT + turn if turn is not None else self.shortest_turn(env, i)
+        return out
+
+
+HEURISTICS: dict[str, HeuristicSpec] = {
+    "shortest-path": HeuristicSpec(
+        NoSettings,
+        lambda s, p, name: ShortestPath(name),
+        "Every train departs as soon as it may and takes the exit nearest its target.",
+    ),
+    "deadlock-avoiding": HeuristicSpec(
+        NoSettings,
+        lambda s, p, name: ReservationDispatcher(name, k=1, order="slack", cancel_late=False),
+        "Shortest paths; a train waits while any train on the map uses an edge of its path in the opposite "
+        "direction; waiting trains released by least slack.",
+    ),
+    "priority-reroute": HeuristicSpec(
+        PrioritySettings,
+        lambda s, p, name: ReservationDispatcher(name, k=s.k, order=s.order, cancel_late=s.cancel_late),
+        "As deadlock-avoiding, choosing the shortest conflict-free of k shortest paths, a configurable "
+        "release order, and cancelling trains that can no longer arrive in time.",
+    ),
+}
+
+__all__ = ["HEURISTICS", "NOOP", "ReservationDispatcher", "ShortestPath"]

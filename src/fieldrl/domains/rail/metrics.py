@@ -1,0 +1,38 @@
+"""Episode KPIs of the rail domain, read from the env's ``episode_info`` at each episode's end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fieldrl.domains.base import KPI, EpisodeRecord
+
+KPIS = [
+    KPI("arrived", "Trains arrived", "% of trains", True, ".1f"),
+    KPI("deadlocked", "Trains in deadlock", "% of trains", False, ".1f"),
+    KPI("delay", "Mean arrival delay", "steps late (arrived trains)", False, ".1f"),
+    KPI("cancelled", "Trains cancelled", "% of trains", False, ".1f"),
+    KPI("normalized_reward", "Flatland 3 normalised reward", "0..1", True, ".3f"),
+]
+INFO_KEYS = ("arrived", "deadlocked", "delay", "cancelled", "normalized_reward", "flatland_steps", "trains")
+
+
+def last_active(record: EpisodeRecord) -> np.ndarray:
+    """Index of each episode's final step."""
+    return record.lengths.astype(int) - 1
+
+
+def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
+    last = last_active(record)
+    cols = np.arange(record.active.shape[1])
+    return {k.name: np.asarray(record.info[k.name])[last, cols].astype(float) for k in KPIS}
+
+
+def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:
+    """Per decision step of one episode: Flatland time and the running KPIs."""
+    steps = int(record.lengths[index])
+    frame = {"step": np.arange(steps)}
+    for key in INFO_KEYS:
+        if key in record.info:
+            frame[key] = np.asarray(record.info[key])[:steps, index].astype(float)
+    return pd.DataFrame(frame)
