@@ -1,0 +1,54 @@
+"""The multi-UAV vehicular offloading domain: params, ParallelEnv, heuristics, KPIs and report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel
+
+from fieldrl.domains.base import Domain, EpisodeRecord
+from fieldrl.domains.multiagent import AgentSlotVecEnv, ParallelLockstepEnvs
+from fieldrl.domains.uav import metrics
+from fieldrl.domains.uav.env import KPI_KEYS, UavParallelEnv, info_keys
+from fieldrl.domains.uav.heuristics import HEURISTICS
+from fieldrl.simulators.uav_params import UavParams
+
+
+class UavDomain(Domain):
+    """UAVs and a base station serving vehicles' computing tasks in a city (arXiv:2605.04436 setting)."""
+
+    name = "uav"
+    title = "Multi-UAV-assisted vehicular task offloading"
+    params_model = UavParams
+    kpis = metrics.KPIS
+    heuristics = HEURISTICS
+    info_keys = KPI_KEYS
+    eval_batch_size = 64
+
+    def make_parallel_env(self, params: BaseModel) -> UavParallelEnv:
+        return UavParallelEnv(self.checked_params(params))
+
+    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> AgentSlotVecEnv:
+        p = self.checked_params(params)
+        return AgentSlotVecEnv([partial(UavParallelEnv, p) for _ in range(n_envs)], seed=seed)
+
+    def make_eval_envs(
+        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
+    ) -> ParallelLockstepEnvs:
+        p = self.checked_params(params)
+        return ParallelLockstepEnvs([UavParallelEnv(p) for _ in seeds], seeds, info_keys(p))
+
+    def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
+        return metrics.episode_kpis(record)
+
+    def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
+        return metrics.episode_trace(record, index)
+
+    def report_section(self, context: Any) -> list[Any]:
+        from fieldrl.domains.uav.report import report_section
+
+        return report_section(context)

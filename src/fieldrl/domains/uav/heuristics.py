@@ -1,0 +1,112 @@
+"""Baseline offloading rules: centralised controllers that hand each env a full slot plan.
+
+They read the simulators through ``bind_envs`` (the runner calls it after reset) and give every
+episode a :class:`Plan` (server, shares and offloaded fraction of each task) through
+``env.set_plan``; their returned actions are ignored. UAVs fly the same SOCP waypoints as the
+full pipeline unless ``trajectory: hover`` is set, so the rules differ from the pipeline only in
+who serves which task and how much is offloaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from fieldrl.domains.base import HeuristicSpec
+from fieldrl.domains.uav.env import Plan, UavParallelEnv
+from fieldrl.domains.uav.rectifier import equal_shares
+from fieldrl.simulators.uav import LOCAL, Allocation, UavWorld
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    trajectory: Literal["socp", "hover"] = Field(
+        "socp", description="How the UAVs fly under this rule: SOCP waypoints, or hovering in place."
+    )
+
+
+def _equal(world: UavWorld, server: np.ndarray) -> Allocation:
+    present = world.tasks.present
+    server = np.where(present, server, LOCAL)
+    share = equal_shares(server, present, world.m + 1)
+    return Allocation(server, share, share.copy())
+
+
+def balanced_ratio(world: UavWorld, alloc: Allocation) -> np.ndarray:
+    """Offloaded fraction that equalises local and remote time, ``T_loc / (T_loc + T_rem)``."""
+    terms = world.remote_terms(alloc)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = terms["t_local"] / (terms["t_local"] + terms["t_remote"])
+    return np.where(alloc.server >= 0, np.nan_to_num(ratio), 0.0)
+
+
+def all_local(world: UavWorld, rng: np.random.Generator) -> tuple[Allocation, np.ndarray]:
+    alloc = _equal(world, np.full(world.n, LOCAL))
+    return alloc, np.zeros(world.n)
+
+
+def nearest_server(world: UavWorld, rng: np.random.Generator) -> tuple[Allocation, np.ndarray]:
+    alloc = _equal(world, np.argmin(world.server_distance(), axis=1))
+    return alloc, np.where(alloc.server >= 0, 1.0, 0.0)
+
+
+def random_rule(world: UavWorld, rng: np.random.Generator) -> tuple[Allocation, np.ndarray]:
+    alloc = _equal(world, rng.integers(world.m + 1, size=world.n))
+    return alloc, np.where(alloc.server >= 0, rng.random(world.n), 0.0)
+
+
+def greedy_rate(world: UavWorld, rng: np.random.Generator) -> tuple[Allocation, np.ndarray]:
+    alloc = _equal(world, np.argmax(world.spectral_efficiency(), axis=1))
+    return alloc, balanced_ratio(world, alloc)
+
+
+Rule = Callable[[UavWorld, np.random.Generator], tuple[Allocation, np.ndarray]]
+
+
+class PlanHeuristic:
+    """Apply ``rule`` to every live episode each step (centralised; needs ``bind_envs``)."""
+
+    def __init__(self, name: str, rule: Rule, trajectory: str):
+        self.name = name
+        self.rule = rule
+        self.trajectory = trajectory
+        self.envs: Any = None
+        self.rngs: list[np.random.Generator] = []
+
+    def reset(self, n_envs: int) -> None:
+        self.envs = None
+
+    def bind_envs(self, envs: Any) -> None:
+        self.envs = envs
+        self.rngs = [np.random.default_rng([int(s), 17]) for s in envs.seeds]
+
+    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        if self.envs is None:
+            raise RuntimeError(f"{self.name} is a centralised rule: the runner must call bind_envs first")
+        for i, env in enumerate(self.envs.envs):
+            sim: UavParallelEnv = env
+            if sim.agents:
+                alloc, ratio = self.rule(sim.world, self.rngs[i])
+                sim.set_plan(Plan(alloc, ratio, self.trajectory))
+        return np.zeros(obs.shape[:2], dtype=np.int64)
+
+
+def _spec(rule: Rule, description: str) -> HeuristicSpec:
+    return HeuristicSpec(Settings, lambda s, p, name: PlanHeuristic(name, rule, s.trajectory), description)
+
+
+HEURISTICS: dict[str, HeuristicSpec] = {
+    "all-local": _spec(all_local, "Every task runs on its vehicle."),
+    "nearest": _spec(
+        nearest_server, "Offload every task entirely to the nearest server (UAV or BS), equal shares."
+    ),
+    "random": _spec(random_rule, "Random server and random offloaded fraction, equal shares."),
+    "greedy": _spec(
+        greedy_rate,
+        "Best instantaneous link, equal shares, fraction that equalises local and remote time.",
+    ),
+}
