@@ -1,0 +1,227 @@
+"""The rail pages of the report: per-level arrival and deadlock charts, a rail map, dispatcher findings.
+
+Charts read the run's summary (means with bootstrap CIs over held-out seeds); the rail map reads the
+trace of the first held-out episode (rail cells and every train's moves). Nothing is simulated here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
+
+from fieldrl.reports.figures import png_bytes  # noqa: E402
+from fieldrl.reports.findings import fmt  # noqa: E402
+
+OUTCOME_COLORS = {
+    "arrived": "#2ca02c",
+    "deadlocked": "#d62728",
+    "en route": "#ff7f0e",
+    "cancelled": "#7f7f7f",
+    "never departed": "#7f7f7f",
+}
+
+
+def _stat(ctx: Any, variant: str, policy: str, kpi: str) -> dict[str, float] | None:
+    entry = ctx.summary["variants"].get(variant, {}).get("policies", {}).get(policy)
+    if not entry or kpi not in entry:
+        return None
+    return entry[kpi]["mean"]
+
+
+def level_chart(ctx: Any, policies: list[str], kpis: list[tuple[str, str]]) -> bytes:
+    """Grouped bars: one group per variant (level), one bar per policy, 95 % CI whiskers."""
+    variants = list(ctx.scenario.variant_names)
+    fig, axes = plt.subplots(len(kpis), 1, figsize=(7.2, 2.5 * len(kpis)), squeeze=False)
+    width = 0.8 / max(len(policies), 1)
+    cmap = plt.get_cmap("tab10")
+    x = np.arange(len(variants))
+    for ax, (kpi, label) in zip(axes[:, 0], kpis, strict=True):
+        for j, policy in enumerate(policies):
+            vals = [_stat(ctx, v, policy, kpi) for v in variants]
+            mean = np.array([np.nan if s is None else s["value"] for s in vals], dtype=float)
+            low = np.array([np.nan if s is None else s["low"] for s in vals], dtype=float)
+            high = np.array([np.nan if s is None else s["high"] for s in vals], dtype=float)
+            err = np.vstack([np.nan_to_num(mean - low), np.nan_to_num(high - mean)])
+            ax.bar(
+                x + (j - (len(policies) - 1) / 2) * width,
+                np.nan_to_num(mean),
+                width,
+                yerr=err,
+                capsize=2,
+                color=cmap(j % 10),
+                label=policy,
+            )
+        ax.set_xticks(x, variants, fontsize=7, rotation=20 if len(variants) > 4 else 0)
+        ax.set_ylabel(label, fontsize=8)
+        ax.set_ylim(0, 105)
+        ax.grid(axis="y", alpha=0.3)
+        ax.tick_params(labelsize=7)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.legend(handles, labels, fontsize=7, ncol=min(len(policies), 5), loc="lower center")
+    return png_bytes(fig)
+
+
+def rail_map(frame: pd.DataFrame, title: str) -> bytes | None:
+    """Rail cells in grey; each train's cells in visiting order, coloured by how its journey ended."""
+    rail = frame[frame["layer"] == "rail"]
+    shape = frame[frame["layer"] == "shape"]
+    if rail.empty or shape.empty:
+        return None
+    h, w = int(shape["row"].iloc[0]), int(shape["col"].iloc[0])
+    fig, ax = plt.subplots(figsize=(6.2, 6.2 * h / max(w, 1)))
+    ax.scatter(rail["col"], rail["row"], marker="s", s=30, color="#d9d9d9", linewidths=0)
+    trains = frame[frame["layer"] == "train"]
+    rng = np.random.default_rng(0)
+    for _train, rows in trains.groupby("train"):
+        rows = rows.sort_values("step")
+        jitter = rng.uniform(-0.18, 0.18, 2)
+        outcome = rows["outcome"].iloc[0]
+        ax.plot(
+            rows["col"] + jitter[0],
+            rows["row"] + jitter[1],
+            color=OUTCOME_COLORS.get(outcome, "#1f77b4"),
+            linewidth=0.9,
+            alpha=0.8,
+        )
+        ax.plot(rows["col"].iloc[0] + jitter[0], rows["row"].iloc[0] + jitter[1], "o", ms=2.5, color="black")
+    targets = frame[frame["layer"] == "target"]
+    ax.scatter(targets["col"], targets["row"], marker="*", s=30, color="black", zorder=3)
+    handles = [
+        plt.Line2D([], [], color=c, label=k) for k, c in OUTCOME_COLORS.items() if k != "never departed"
+    ]
+    handles += [
+        plt.Line2D([], [], marker="o", color="black", linestyle="", ms=3, label="start"),
+        plt.Line2D([], [], marker="*", color="black", linestyle="", ms=6, label="destination"),
+    ]
+    ax.legend(handles=handles, fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=6)
+    ax.set_xlim(-1, w)
+    ax.set_ylim(h, -1)
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def _ci(stat: dict[str, float] | None, unit: str = " %") -> str:
+    if stat is None:
+        return "n/a"
+    return f"{fmt(stat['value'])}{unit} [{fmt(stat['low'])}, {fmt(stat['high'])}]"
+
+
+def dispatcher_finding(ctx: Any, variant: str) -> str:
+    """Plain words: the best dispatcher against the shortest-path baseline and the learned policies."""
+    entry = ctx.summary["variants"].get(variant, {})
+    best = entry.get("best_heuristic")
+    heuristics = [e.label for e in ctx.scenario.policies.heuristics]
+    base = next((e.label for e in ctx.scenario.policies.heuristics if e.use == "shortest-path"), None)
+    if best is None:
+        return ""
+    where = "" if variant == "default" else f"In {variant}, "
+    parts = [
+        f"{where}the best dispatcher, {best}, got {_ci(_stat(ctx, variant, best, 'arrived'))} of trains "
+        f"to their destination with {_ci(_stat(ctx, variant, best, 'deadlocked'))} of trains stuck in a "
+        "deadlock at the end (mean and 95 % CI over the held-out networks)."
+    ]
+    if base is not None and base != best:
+        parts.append(
+            f"Letting every train leave at once on its shortest path ({base}) got "
+            f"{_ci(_stat(ctx, variant, base, 'arrived'))} there, with "
+            f"{_ci(_stat(ctx, variant, base, 'deadlocked'))} deadlocked: trains meeting head-on on single "
+            "track block each other for good, and the trains queued behind them too."
+        )
+    if best in heuristics and best != base:
+        parts.append(
+            f"{best} holds a train at its origin while any train on the network is using part of its route "
+            "in the opposite direction, so two trains never meet head-on; the price is waiting, visible in a "
+            f"mean arrival delay of {_ci(_stat(ctx, variant, best, 'delay'), ' steps')} for the trains that "
+            "arrived."
+        )
+    for learned in [e.label for e in ctx.scenario.policies.learned]:
+        stat = _stat(ctx, variant, learned, "arrived")
+        if stat is not None:
+            parts.append(
+                f"The learned policy {learned} got {_ci(stat)} of trains there, with "
+                f"{_ci(_stat(ctx, variant, learned, 'deadlocked'))} deadlocked."
+            )
+    return " ".join(parts)
+
+
+def report_section(ctx: Any) -> list[Any]:
+    styles = ctx.styles
+    order = [p["name"] for p in ctx.summary["policies"]]
+    story: list[Any] = [Paragraph("Trains arrived and deadlocks, level by level", styles["Heading2"])]
+    story.append(
+        ctx.para(
+            "Share of trains that reached their destination, and share stuck in a deadlock when the episode "
+            "ended, for every policy in every setting: mean over the held-out networks and timetables with "
+            "95 % bootstrap confidence intervals (learned policies: over training seeds too)."
+        )
+    )
+    story.append(
+        ctx.figure(
+            "rail-levels",
+            level_chart(
+                ctx, order, [("arrived", "trains arrived (%)"), ("deadlocked", "trains in deadlock (%)")]
+            ),
+        )
+    )
+    story.append(Paragraph("What the dispatchers do", styles["Heading3"]))
+    for variant in ctx.scenario.variant_names:
+        text = dispatcher_finding(ctx, variant)
+        if text:
+            story.append(ctx.para(text))
+    traces = ctx.traces
+    if not traces.empty and "layer" in traces.columns:
+        variant = ctx.scenario.variant_names[0]
+        frame = traces[traces["variant"] == variant]
+        shown = [ctx.summary["variants"][variant].get("best_heuristic")]
+        base = next((e.label for e in ctx.scenario.policies.heuristics if e.use == "shortest-path"), None)
+        shown = [p for p in [base, *shown] if p is not None and p in set(frame["policy"])]
+        for policy in dict.fromkeys(shown):
+            rows = frame[frame["policy"] == policy]
+            rows = rows[rows["train_seed"] == rows["train_seed"].min()]
+            png = rail_map(rows, f"{policy} — {variant}, first held-out network")
+            if png is None:
+                continue
+            story.append(
+                KeepTogether(
+                    [
+                        Paragraph(f"Rail map: {policy}", styles["Heading3"]),
+                        ctx.para(
+                            "The rail network of the first held-out case (grey), every train's route from "
+                            "its start (dot) towards its destination (star), coloured by how its journey "
+                            "ended."
+                        ),
+                        ctx.figure(
+                            f"rail-map-{variant}-{policy}".replace(" ", "-"), png, width=ctx_width(ctx)
+                        ),
+                    ]
+                )
+            )
+    story.append(Paragraph("How to read these results", styles["Heading3"]))
+    story.append(
+        ctx.para(
+            "Trains arrived and deadlocks are the operational measures. The Flatland 3 normalised reward is "
+            "the challenge score: 1 minus the total lateness (and, for trains that never arrive, the "
+            "remaining travel time) divided by the episode length times the number of trains; it rewards "
+            "punctuality, so a dispatcher that makes trains wait can arrive more of them and still lose some "
+            "score. These are simulated networks and timetables (Flatland's generators), not a real railway."
+        )
+    )
+    return story
+
+
+def ctx_width(ctx: Any) -> float:
+    from fieldrl.reports.pdf import PAGE_WIDTH
+
+    return PAGE_WIDTH * 0.8
