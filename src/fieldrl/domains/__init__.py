@@ -13,6 +13,8 @@ DOMAIN_MODULES: dict[str, str] = {
     "memory": "fieldrl.domains.memory",
     "rail": "fieldrl.domains.rail",
     "wealth": "fieldrl.domains.wealth",
+    "traffic": "fieldrl.domains.traffic",
+    "taxiway": "fieldrl.domains.taxiway",
     "uav": "fieldrl.domains.uav",
 }
 

@@ -1,0 +1,117 @@
+"""The taxiway routing domain: wires params, the PettingZoo env, controllers and KPIs together."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel
+
+from fieldrl.domains.base import Domain, EpisodeRecord
+from fieldrl.domains.multiagent import AgentSlotVecEnv, ParallelLockstepEnvs
+from fieldrl.domains.taxiway import metrics
+from fieldrl.domains.taxiway.env import TaxiwayEnv
+from fieldrl.domains.taxiway.heuristics import HEURISTICS
+from fieldrl.domains.taxiway.params import TaxiwayParams
+from fieldrl.simulators.airport import CONFLICT_KINDS
+
+
+class TaxiwayLockstepEnvs(ParallelLockstepEnvs):
+    """``ParallelLockstepEnvs`` that also times the policy and records positions and conflicts.
+
+    The time between one ``step`` returning and the next ``step`` call is the policy's decision
+    time for the whole batch; it is shared out over the aircraft that decided (one decision per
+    taxiing aircraft per step) and reported by every env as ``decision_ms``. Per-slot positions
+    and each step's new conflicts go into ``info`` for the report's airport map.
+    """
+
+    def __init__(self, envs: Sequence[TaxiwayEnv], seeds: Sequence[int], info_keys: Sequence[str]):
+        super().__init__(envs, seeds, info_keys)
+        self._returned = 0.0
+        self._seconds = 0.0
+        self._decisions = 0
+        self._events_seen = [0] * len(self.envs)
+
+    def reset(self) -> np.ndarray:
+        self._events_seen = [0] * len(self.envs)
+        self._seconds, self._decisions = 0.0, 0
+        obs = super().reset()
+        self._returned = time.perf_counter()
+        return obs
+
+    def step(self, actions: np.ndarray):
+        self._seconds += time.perf_counter() - self._returned
+        self._decisions += sum(len(env.agents) for env in self.envs)
+        for env in self.envs:
+            env.decision_seconds, env.decisions = self._seconds, self._decisions
+        out = super().step(actions)
+        self._returned = time.perf_counter()
+        return out
+
+    def _info(self) -> dict[str, np.ndarray]:
+        info = super()._info()
+        n, slots = self.n, self.n_slots
+        sx = np.full((n, slots), np.nan)
+        sy = np.full((n, slots), np.nan)
+        ex = np.full((n, metrics.MAX_EVENTS), np.nan)
+        ey = np.full((n, metrics.MAX_EVENTS), np.nan)
+        ek = np.full((n, metrics.MAX_EVENTS), np.nan)
+        for i, env in enumerate(self.envs):
+            sim = env.sim
+            for slot, agent in enumerate(self.maps[i].agents):
+                if agent is not None and env.index(agent) in sim.active:
+                    sx[i, slot], sy[i, slot] = sim.s.cell_xy[sim.cell(env.index(agent))]
+            new = sim.events[self._events_seen[i] :][: metrics.MAX_EVENTS]
+            self._events_seen[i] = len(sim.events)
+            for k, (_, kind, x, y) in enumerate(new):
+                ex[i, k], ey[i, k], ek[i, k] = x, y, CONFLICT_KINDS.index(kind)
+        info.update(slot_x=sx, slot_y=sy, ev_x=ex, ev_y=ey, ev_kind=ek)
+        return info
+
+
+def make_env(params: TaxiwayParams) -> TaxiwayEnv:
+    return TaxiwayEnv(params)
+
+
+class TaxiwayDomain(Domain):
+    """Aircraft taxi routing on an airport surface (multi-agent, masked actions)."""
+
+    name = "taxiway"
+    title = "Airport taxiway routing"
+    params_model = TaxiwayParams
+    kpis = metrics.KPIS
+    heuristics = HEURISTICS
+    info_keys = metrics.SCALAR_KEYS
+    eval_batch_size = 64
+
+    def make_env(self, params: BaseModel, seed: int | None = None) -> Any:
+        p = self.checked_params(params)
+        env = TaxiwayEnv(p)
+        if seed is not None:
+            env.reset(seed=seed)
+        return env
+
+    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> AgentSlotVecEnv:
+        p = self.checked_params(params)
+        return AgentSlotVecEnv([partial(make_env, p)] * n_envs, seed)
+
+    def make_eval_envs(
+        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
+    ) -> TaxiwayLockstepEnvs:
+        p = self.checked_params(params)
+        return TaxiwayLockstepEnvs([TaxiwayEnv(p) for _ in seeds], seeds, self.info_keys)
+
+    def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
+        return metrics.episode_kpis(record)
+
+    def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
+        return metrics.episode_trace(record, index)
+
+    def report_section(self, context: Any) -> list[Any]:
+        from fieldrl.domains.taxiway.report import report_section
+
+        return report_section(context)

@@ -1,0 +1,69 @@
+"""Scenario parameters of the taxiway domain."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fieldrl.simulators.airport import KT_PER_MPS
+
+LAYOUTS = ("small", "large")
+#: movements per hour of the named densities, per layout
+DENSITIES: dict[str, dict[str, float]] = {
+    "small": {"low": 12.0, "medium": 20.0, "high": 30.0},
+    "large": {"low": 30.0, "medium": 50.0, "high": 70.0},
+}
+
+
+class RewardWeights(BaseModel):
+    """Weights of the separate reward terms (reward = sum of weight x term)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    safety: float = Field(5.0, ge=0.0, le=1000.0, description="Per new conflict (-1) and near-separation.")
+    efficiency: float = Field(0.05, ge=0.0, le=100.0, description="Per step taxiing (-1) and holding (-0.5).")
+    progress: float = Field(0.1, ge=0.0, le=100.0, description="Per cell closer to the goal; +5 on arrival.")
+
+
+class TaxiwayParams(BaseModel):
+    """An airport layout, a traffic density and the engine's resolution."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    layout: Literal["small", "large"] = Field("small", description="Shipped layout: small or large.")
+    density: Literal["low", "medium", "high"] | None = Field(
+        "low", description="Named traffic density (see DENSITIES); ignored if movements_per_hour is set."
+    )
+    movements_per_hour: float | None = Field(
+        None, gt=0.0, le=200.0, description="Poisson rate of movements; overrides density."
+    )
+    departure_share: float = Field(0.5, ge=0.0, le=1.0, description="Share of movements that are departures.")
+    horizon_min: float = Field(
+        30.0, ge=1.0, le=600.0, description="Minutes over which movements are generated."
+    )
+    drain_min: float = Field(
+        20.0, ge=0.0, le=600.0, description="Minutes after the horizon before truncation."
+    )
+    cell_m: float = Field(60.0, ge=10.0, le=500.0, description="Cell length in metres.")
+    dt_s: float = Field(5.0, ge=0.5, le=60.0, description="Seconds per step (one cell per step at most).")
+    separation_cells: int = Field(2, ge=1, le=10, description="Conflict if fewer cells apart than this.")
+    approach_steps: int = Field(6, ge=0, le=100, description="Steps before touchdown the runway is active.")
+    roll_steps: int = Field(8, ge=1, le=100, description="Landing roll-out / take-off roll in steps.")
+    max_slots: int = Field(16, ge=1, le=256, description="Most aircraft taxiing at once (agent slots).")
+    horizon_cells: int = Field(8, ge=1, le=50, description="Foresight horizon along the own path, in cells.")
+    weights: RewardWeights = Field(default_factory=RewardWeights, description="Reward term weights.")
+
+    @model_validator(mode="after")
+    def _speed_in_range(self) -> TaxiwayParams:
+        kt = self.cell_m / self.dt_s * KT_PER_MPS
+        if not 20.0 <= kt <= 30.0:
+            raise ValueError(
+                f"cell_m / dt_s gives a taxi speed of {kt:.1f} kt; allowed 20-30 kt (e.g. cell_m 60, dt_s 5)"
+            )
+        return self
+
+    def rate(self) -> float:
+        if self.movements_per_hour is not None:
+            return float(self.movements_per_hour)
+        return DENSITIES[self.layout][self.density or "low"]
