@@ -1,0 +1,73 @@
+"""The traffic-signal domain: wires params, envs, heuristics and KPIs together."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel
+
+from fieldrl.domains.base import Domain, EpisodeRecord
+from fieldrl.domains.multiagent import AgentSlotVecEnv, ParallelLockstepEnvs
+from fieldrl.domains.traffic import metrics
+from fieldrl.domains.traffic.env import TrafficEnv
+from fieldrl.domains.traffic.heuristics import HEURISTICS
+from fieldrl.domains.traffic.params import TrafficParams
+
+
+class TrafficDomain(Domain):
+    """Traffic signals for vehicles and pedestrians on SUMO (one agent per junction)."""
+
+    name = "traffic"
+    title = "Traffic signals for vehicles and pedestrians"
+    params_model = TrafficParams
+    kpis = metrics.KPIS
+    heuristics = HEURISTICS
+    info_keys = metrics.info_keys(3)
+    #: libsumo runs one simulation per process: the runner evaluates one episode at a time
+    eval_batch_size = 1
+
+    def make_parallel_env(self, params: BaseModel) -> TrafficEnv:
+        return TrafficEnv(self.checked_params(params))
+
+    def make_env(self, params: BaseModel, seed: int | None = None) -> Any:
+        """The single-agent Gymnasium view (single-junction networks only)."""
+        from fieldrl.domains.traffic.gym_env import SingleSignalEnv
+
+        env = SingleSignalEnv(self.checked_params(params))
+        if seed is not None:
+            env.reset(seed=seed)
+        return env
+
+    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> Any:
+        p = self.checked_params(params)
+        if p.traci or n_envs == 1:
+            return AgentSlotVecEnv([partial(TrafficEnv, p) for _ in range(n_envs)], seed)
+        from fieldrl.domains.traffic.vec import SubprocSlotVecEnv
+
+        probe = TrafficEnv(p)  # spaces only; starts no libsumo simulation
+        agent = probe.possible_agents[0]
+        return SubprocSlotVecEnv(
+            p, n_envs, seed, probe.observation_space(agent), probe.action_space(agent), probe.max_slots
+        )
+
+    def make_eval_envs(
+        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
+    ) -> ParallelLockstepEnvs:
+        p = self.checked_params(params)
+        envs = [TrafficEnv(p) for _ in seeds]
+        return ParallelLockstepEnvs(envs, seeds, metrics.info_keys(envs[0].n_stages))
+
+    def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
+        return metrics.episode_kpis(record)
+
+    def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
+        return metrics.episode_trace(record, index)
+
+    def report_section(self, context: Any) -> list[Any]:
+        from fieldrl.domains.traffic.report import report_section
+
+        return report_section(context)

@@ -1,0 +1,104 @@
+"""Scenario parameters of the traffic-light domain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from fieldrl.domains.traffic.demand import Period
+from fieldrl.domains.traffic.rewards import TERMS
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class PeriodModel(_Strict):
+    """One demand period; rates are hourly and per entry."""
+
+    name: str = Field(min_length=1, max_length=40)
+    duration_s: int = Field(ge=60, le=86400, description="Length of the period in simulated seconds.")
+    vehicles_main: float = Field(ge=0.0, le=3000.0, description="Vehicles per hour per main-road entry.")
+    vehicles_side: float = Field(ge=0.0, le=3000.0, description="Vehicles per hour per side-street entry.")
+    pedestrians: float = Field(ge=0.0, le=5000.0, description="Pedestrians per hour per entry.")
+
+    def period(self) -> Period:
+        return Period(self.name, self.duration_s, self.vehicles_main, self.vehicles_side, self.pedestrians)
+
+
+DEFAULT_PERIODS = [
+    PeriodModel(name="off-peak", duration_s=600, vehicles_main=300, vehicles_side=150, pedestrians=100),
+    PeriodModel(name="peak", duration_s=600, vehicles_main=600, vehicles_side=250, pedestrians=150),
+    PeriodModel(
+        name="pedestrian surge", duration_s=600, vehicles_main=350, vehicles_side=150, pedestrians=450
+    ),
+]
+
+
+class TrafficParams(_Strict):
+    """A network, its demand over time, signal timing rules and the reward."""
+
+    network: Literal["single", "grid", "arterial"] = Field(
+        "single",
+        description="Generated layout: one intersection, a 2 x 2 grid, or four signals along an arterial.",
+    )
+    net_file: str | None = Field(None, description="Your own .net.xml (replaces the generated network).")
+    route_file: str | None = Field(
+        None, description="Your own .rou.xml (replaces the generated demand; seeds still vary SUMO's draws)."
+    )
+    lanes: int = Field(2, ge=1, le=4, description="Vehicle lanes per direction on generated networks.")
+    arm_m: float = Field(150.0, ge=50.0, le=1000.0, description="Length of the approach arms (m).")
+    block_m: float = Field(200.0, ge=80.0, le=1000.0, description="Distance between signals (m).")
+    periods: list[PeriodModel] = Field(
+        default_factory=lambda: list(DEFAULT_PERIODS), min_length=1, max_length=24
+    )
+    demand_jitter: float = Field(
+        0.2, ge=0.0, le=0.9, description="Each seed scales each entry's rates by U(1-j, 1+j)."
+    )
+    through_weight: float = Field(3.0, ge=0.1, le=100.0, description="Straight-on vs turn odds per exit.")
+    decision_s: int = Field(5, ge=1, le=60, description="Seconds between decisions.")
+    min_green_s: int = Field(10, ge=1, le=120)
+    max_green_s: int = Field(90, ge=5, le=600)
+    yellow_s: int = Field(3, ge=0, le=10)
+    all_red_s: int = Field(1, ge=0, le=10)
+    ped_clearance_s: int = Field(5, ge=0, le=60, description="Crossings red before the vehicle yellow.")
+    pedestrian_stage: bool = Field(
+        True, description="Offer an exclusive pedestrian stage (all vehicles red, all crossings green)."
+    )
+    reward_weights: dict[str, float] | None = Field(
+        None, description=f"Weights of reward terms {sorted(TERMS)}; None = demand-adaptive defaults."
+    )
+    traci: bool = Field(False, description="Run SUMO over TraCI instead of in-process libsumo.")
+    gui: bool = Field(False, description="Show sumo-gui (needs traci: true and a display).")
+
+    @field_validator("net_file", "route_file")
+    @classmethod
+    def _exists(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).is_file():
+            raise ValueError(f"file {value!r} does not exist")
+        return value
+
+    @field_validator("reward_weights")
+    @classmethod
+    def _terms(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is not None:
+            bad = sorted(set(value) - set(TERMS))
+            if bad:
+                raise ValueError(f"unknown reward terms {bad}; allowed: {sorted(TERMS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrafficParams:
+        if self.max_green_s < self.min_green_s:
+            raise ValueError(f"max_green_s ({self.max_green_s}) must be >= min_green_s ({self.min_green_s})")
+        if self.gui and not self.traci:
+            raise ValueError("gui: true needs traci: true (libsumo has no GUI)")
+        if (self.net_file is None) != (self.route_file is None) and self.net_file is None:
+            raise ValueError("route_file needs net_file")
+        return self
+
+    @property
+    def duration_s(self) -> int:
+        return sum(p.duration_s for p in self.periods)

@@ -1,0 +1,68 @@
+"""SUMO's own signal programs, loaded beside fieldrl's control for the standard heuristics.
+
+* ``0``: the fixed-time program netconvert/netgenerate builds (SUMO's defaults: 90 s cycle
+  split between the major greens, 5 s pedestrian clearance, 3 s yellow);
+* ``actuated``: the same phases as SUMO ``type="actuated"`` (gap-based extension with the induction
+  loops SUMO places itself), each major green between ``min_green_s`` and ``max_green_s``;
+* ``webster``: fixed-time with cycle and splits from SUMO's ``tlsCycleAdaptation.py`` (Webster's
+  formula) for the busiest demand period's mean rates.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from fieldrl.domains.traffic import sumo
+from fieldrl.domains.traffic.demand import Period, nominal_vehicles_xml
+from fieldrl.domains.traffic.networks import cache_root, digest, write_atomic
+
+Program = list[tuple[float, str]]  # (duration, state) per phase
+
+
+def actuated_xml(programs: dict[str, Program], min_green: int, max_green: int) -> str:
+    lines = ["<additional>"]
+    for tls, phases in programs.items():
+        lines.append(f'  <tlLogic id="{tls}" type="actuated" programID="actuated" offset="0">')
+        for duration, state in phases:
+            major = "y" not in state and any(c in "Gg" for c in state) and duration > 6
+            if major:
+                lines.append(
+                    f'    <phase duration="{duration:g}" minDur="{min_green}" maxDur="{max_green}" '
+                    f'state="{state}"/>'
+                )
+            else:
+                lines.append(f'    <phase duration="{duration:g}" state="{state}"/>')
+        lines.append("  </tlLogic>")
+    lines.append("</additional>")
+    return "\n".join(lines) + "\n"
+
+
+def actuated_file(net_file: Path, programs: dict[str, Program], min_green: int, max_green: int) -> Path:
+    path = cache_root() / "programs" / f"actuated-{digest([str(net_file), min_green, max_green])}.add.xml"
+    if not path.exists():
+        write_atomic(path, actuated_xml(programs, min_green, max_green))
+    return path
+
+
+def webster_file(net_file: Path, periods: Sequence[Period], yellow_s: int, all_red_s: int) -> Path:
+    """Run ``tlsCycleAdaptation.py`` on an hour of the busiest period's mean demand (cached)."""
+    busiest = max(periods, key=lambda p: p.vehicles_main + p.vehicles_side)
+    key = digest([str(net_file), busiest.__dict__, yellow_s, all_red_s])
+    path = cache_root() / "programs" / f"webster-{key}.add.xml"
+    if path.exists():
+        return path
+    routes = cache_root() / "programs" / f"webster-{key}.rou.xml"
+    write_atomic(routes, nominal_vehicles_xml(net_file, busiest))
+    tmp = path.with_name(f".{path.name}.tmp")
+    cmd = [
+        *sumo.python_tool_cmd("tlsCycleAdaptation.py"),
+        "-n", str(net_file), "-r", str(routes), "-o", str(tmp), "-b", "0",
+        "-y", str(yellow_s), "-a", str(all_red_s), "-p", "webster",
+    ]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0 or not tmp.exists():
+        raise RuntimeError(f"tlsCycleAdaptation.py failed: {(result.stderr or result.stdout)[-500:]}")
+    tmp.replace(path)
+    return path
