@@ -127,6 +127,15 @@ def layout_from_dict(data: Any, source: str = "") -> Layout:
             raise LayoutError(f"runways[{i}].use: {use!r} is not one of arrivals, departures, mixed")
         if rid in runway_ids:
             raise LayoutError(f"runways[{i}].id: duplicate runway {rid!r}")
+        ends = r.get("ends")
+        if ends is not None and (
+            not isinstance(ends, list)
+            or len(ends) != 2
+            or any(not isinstance(e, list) or len(e) != 2 for e in ends)
+        ):
+            raise LayoutError(
+                f"runways[{i}].ends: {ends!r} must be [[x0, y0], [x1, y1]] (optional, for maps)"
+            )
         runway_ids.append(rid)
     raw_nodes = _need(data, "nodes", "layout")
     if not isinstance(raw_nodes, list) or not raw_nodes:

@@ -11,8 +11,8 @@ from fieldrl.simulators.airport import KT_PER_MPS
 LAYOUTS = ("small", "large")
 #: movements per hour of the named densities, per layout
 DENSITIES: dict[str, dict[str, float]] = {
-    "small": {"low": 12.0, "medium": 20.0, "high": 30.0},
-    "large": {"low": 30.0, "medium": 50.0, "high": 70.0},
+    "small": {"low": 20.0, "medium": 35.0, "high": 50.0},
+    "large": {"low": 40.0, "medium": 70.0, "high": 100.0},
 }
 
 

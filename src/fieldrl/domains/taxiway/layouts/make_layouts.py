@@ -50,7 +50,7 @@ def small() -> dict[str, Any]:
         "name": "small regional airport (schematic)",
         "source": "schematic single-runway layout after ICAO Doc 9157 Aerodrome Design Manual Part 2 "
         "(full parallel taxiway, line-up points, exits, one apron); not a real airport",
-        "runways": [{"id": rw, "use": "mixed"}],
+        "runways": [{"id": rw, "use": "mixed", "ends": [[-60, 0], [2460, 0]]}],
         "nodes": nodes,
         "edges": edges,
     }
@@ -113,7 +113,10 @@ def large() -> dict[str, Any]:
         "name": "large two-runway airport (schematic, after LAX north airfield)",
         "source": "schematic after the FAA airport diagram of Los Angeles Intl (KLAX) north airfield: outer "
         "arrival runway, inner departure runway crossed by arrivals, parallel taxiways; distances rounded",
-        "runways": [{"id": outer, "use": "arrivals"}, {"id": inner, "use": "departures"}],
+        "runways": [
+            {"id": outer, "use": "arrivals", "ends": [[-100, 1000], [3100, 1000]]},
+            {"id": inner, "use": "departures", "ends": [[-100, 500], [3100, 500]]},
+        ],
         "nodes": nodes,
         "edges": edges,
     }
