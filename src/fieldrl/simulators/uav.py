@@ -188,7 +188,7 @@ class UavWorld:
     def evaluate(
         self, alloc: Allocation, ratio: np.ndarray, path_loss_db: np.ndarray | None = None
     ) -> Outcome:
-        """Delay, deadline success, energies and weighted cost of ``alloc`` with offloaded fractions ``ratio``.
+        """Delay, deadline success, energies and weighted cost of ``alloc`` with offloaded ``ratio``.
 
         A task that misses its deadline is dropped at the deadline (its delay counts as the
         deadline in the cost) and costs ``w_fail``; energy already spent still counts.
@@ -204,9 +204,9 @@ class UavWorld:
         success = present & (delay <= tasks.deadline * (1.0 + 1e-9))
         e_local = np.where(present, (1.0 - lam) * terms["e_local"], 0.0)
         with np.errstate(invalid="ignore"):
-            e_tx = np.where(
-                present & (lam > 0), p.tx_power_w * np.minimum(lam * terms["t_tx"], tasks.deadline), 0.0
-            )
+            # nothing is sent without a granted band; otherwise the radio stops at the deadline
+            sending = present & (lam > 0) & (terms["rate"] > 0)
+            e_tx = np.where(sending, p.tx_power_w * np.minimum(lam * terms["t_tx"], tasks.deadline), 0.0)
         e_remote = np.where(present, lam * terms["e_cpu"], 0.0)
         capped = np.minimum(delay, tasks.deadline)
         cost = np.where(

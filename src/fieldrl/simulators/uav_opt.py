@@ -169,6 +169,8 @@ class TrajectoryPlanner:
         p_los = ch.los_probability(elev, p.los_a, p.los_b)
         eta = p_los * p.eta_los_db + (1 - p_los) * p.eta_nlos_db
         band = world.bandwidth_hz[u] / max(1.0, world.n / world.m)
+        if band <= 0:  # a UAV without spectrum serves no one: nothing to fly towards
+            return None
         wavelength = ch.LIGHT_SPEED / (p.carrier_ghz * 1e9)
         noise = ch.noise_power_w(band, p.noise_dbm_hz, p.noise_figure_db)
         gamma = p.tx_power_w * (wavelength / (4 * np.pi)) ** 2 * 10 ** (-eta / 10) / noise
@@ -183,7 +185,7 @@ class TrajectoryPlanner:
             return None
         centre = (wa[:, None] * veh).sum(axis=0) / wa.sum()
         centre[2] += (w * g).sum() / (2 * wa.sum())
-        return centre
+        return centre if np.isfinite(centre).all() else None
 
     def plan(self) -> TrajectoryResult:
         world = self.world

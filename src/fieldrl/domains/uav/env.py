@@ -79,6 +79,7 @@ class UavParallelEnv(ParallelEnv):
     """
 
     metadata = {"name": "uav_offloading_v0", "render_modes": []}
+    render_mode = None
 
     def __init__(self, params: UavParams | None = None, rectifier: Rectifier | None = None):
         self.params = params if params is not None else UavParams()

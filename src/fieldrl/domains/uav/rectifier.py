@@ -60,8 +60,8 @@ def rebalance(world: UavWorld, alloc: Allocation, ratio: np.ndarray, pl: np.ndar
     tasks = world.tasks
     out = alloc.copy()
     target = TIGHT * tasks.deadline
-    t_cpu = terms["t_remote"] - terms["t_tx"]
     with np.errstate(invalid="ignore", divide="ignore"):
+        t_cpu = terms["t_remote"] - terms["t_tx"]
         need_bw = np.where(
             np.isfinite(terms["t_tx"]), alloc.bw_share * ratio * terms["t_tx"] / target, np.nan
         )
