@@ -62,6 +62,7 @@ class RailParallelEnv(ParallelEnv):
     """
 
     metadata = {"name": "fieldrl_rail_v0"}
+    render_mode = None
 
     def __init__(
         self,

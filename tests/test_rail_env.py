@@ -1,0 +1,178 @@
+"""Rail domain: Flatland levels, semi-hierarchical and monolithic ParallelEnvs, observations, deadlocks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flatland.envs.step_utils.states import TrainState
+from pettingzoo.test import parallel_api_test, parallel_seed_test
+from pydantic import ValidationError
+
+from fieldrl.domains.rail.deadlock import deadlocked
+from fieldrl.domains.rail.env import (
+    CANCEL,
+    DEPART,
+    DISPATCH,
+    HOLD,
+    LEFT,
+    NOOP,
+    ROUTE,
+    STOP,
+    RailParallelEnv,
+)
+from fieldrl.domains.rail.levels import LEVELS, SPEED_PROFILE, make_rail_env
+from fieldrl.domains.rail.observation import OWN, PER_OPTION
+from fieldrl.domains.rail.params import RailParams
+
+
+def shortest(env: RailParallelEnv) -> dict[str, int]:
+    out = {}
+    for agent in env.agents:
+        mask = env.action_mask(agent)
+        if mask[DEPART]:
+            out[agent] = DEPART
+        elif mask[LEFT:STOP].any():
+            out[agent] = LEFT + int(np.argmin(env.option_distances(env.index[agent])))
+        else:
+            out[agent] = NOOP
+    return out
+
+
+def test_levels_are_flatland3_tests_00_to_04():
+    got = [(lv.trains, lv.width, lv.height, lv.cities, lv.malfunction_interval) for lv in LEVELS]
+    assert got == [
+        (7, 30, 30, 2, 540),
+        (10, 30, 30, 2, 900),
+        (20, 30, 30, 3, 1800),
+        (50, 30, 35, 3, 4500),
+        (80, 35, 30, 5, 7200),
+    ]
+    assert all((lv.malfunction_min, lv.malfunction_max) == (20, 50) for lv in LEVELS)
+    assert sum(SPEED_PROFILE.values()) == pytest.approx(1.0)
+
+
+def test_level_generation_is_deterministic_per_seed():
+    a, b, c = (make_rail_env(LEVELS[1], s) for s in (5, 5, 6))
+    assert np.array_equal(a.rail.grid, b.rail.grid)
+    assert [x.initial_configuration for x in a.agents] == [x.initial_configuration for x in b.agents]
+    assert [x.latest_arrival for x in a.agents] == [x.latest_arrival for x in b.agents]
+    assert not np.array_equal(a.rail.grid, c.rail.grid)
+    assert a.get_num_agents() == 10 and (a.height, a.width) == (30, 30)
+    speeds = {float(x.speed_counter.max_speed) for x in make_rail_env(LEVELS[3], 0).agents}
+    assert len(speeds) >= 3  # Flatland's mixed speed profile
+
+
+@pytest.mark.parametrize("mode", ["semi", "monolithic"])
+def test_env_passes_pettingzoo_conformance(mode):
+    parallel_api_test(RailParallelEnv(level=0, mode=mode), num_cycles=300)
+    parallel_seed_test(lambda: RailParallelEnv(level=0, mode=mode))
+
+
+def test_semi_env_asks_only_real_decisions_with_masks_from_the_rail():
+    env = RailParallelEnv(level=0, mode="semi")
+    env.reset(seed=3)
+    seen = {DISPATCH: 0, ROUTE: 0}
+    while env.agents:
+        assert env.pending.any() or not env.agents
+        for agent in env.agents:
+            i, mask = env.index[agent], env.action_mask(agent)
+            kind = env.pending[i]
+            if kind == DISPATCH:
+                assert mask.tolist() == [False, True, True, True, False, False, False, False]
+                assert env.state(i) == TrainState.READY_TO_DEPART
+            elif kind == ROUTE:
+                r, c, d = env.config(i)
+                assert env.net.choice[r, c, d]  # a switch with more than one exit
+                assert mask[LEFT:STOP].tolist() == env.net.options(r, c, d).tolist()
+                assert mask[LEFT:STOP].sum() >= 2 and mask[STOP] and not mask[:LEFT].any()
+            else:
+                assert mask.tolist() == [True] + [False] * 7
+            seen[kind] = seen.get(kind, 0) + 1
+        env.step(shortest(env))
+    assert seen[DISPATCH] >= 7 and seen[ROUTE] > 0
+    assert env.episode_info()["arrived"] > 0
+
+
+def test_hold_and_cancel_are_obeyed():
+    env = RailParallelEnv(level=0, mode="semi", hold_steps=4)
+    env.reset(seed=1)
+    i = int(np.flatnonzero(env.pending == DISPATCH)[0])
+    t = env.fl._elapsed_steps
+    env.step({env.names[i]: HOLD})
+    assert env.config(i) is None and env.hold_until[i] == t + 4
+    while env.pending[i] != DISPATCH:
+        env.step({a: NOOP for a in env.agents})
+    assert env.fl._elapsed_steps >= t + 4
+    _, _, terms, _, _ = env.step({env.names[i]: CANCEL})
+    assert terms[env.names[i]] and env.names[i] not in env.agents
+    assert env.episode_info()["cancelled"] == pytest.approx(100 / 7)
+
+
+def test_masked_action_falls_back_to_the_default():
+    env = RailParallelEnv(level=0, mode="semi")
+    env.reset(seed=2)
+    i = int(np.flatnonzero(env.pending == DISPATCH)[0])
+    env.step({env.names[i]: STOP})  # not allowed for a dispatch decision -> hold
+    assert env.config(i) is None and not env.departing[i] and not env.cancelled[i]
+
+
+def test_observation_options_match_rail_and_distance_map():
+    env = RailParallelEnv(level=1, mode="semi")
+    obs, _ = env.reset(seed=4)
+    checked = 0
+    for _ in range(60):
+        if not env.agents:
+            break
+        full = env.observe_all()
+        for i in np.flatnonzero(env.pending == ROUTE):
+            allowed = full[i, [OWN + j * PER_OPTION for j in range(3)]].astype(bool)
+            assert allowed.tolist() == env.route_options(i).tolist()
+            extra = full[i, [OWN + j * PER_OPTION + 1 for j in range(3)]]
+            assert extra[int(np.argmin(env.option_distances(i)))] == 0.0
+            assert full[i, ROUTE] == 1.0
+            checked += 1
+        env.step(shortest(env))
+    assert checked > 0
+
+
+def test_deadlock_fixed_point_covers_cycles_and_queues_only():
+    # 0 <-> 1 head-on, 3 queued behind 0, 2 free to move, 4 blocked by 2 (moving), 5 off the map
+    blockers = [[1], [0], [-1], [0], [2], None]
+    assert deadlocked(blockers) == {0, 1, 3}
+    assert deadlocked([[1, -1], [0]]) == set()  # 0 can still take its free exit
+
+
+def test_opposing_train_is_seen_by_the_observation_of_a_deadlocked_train():
+    for seed in range(10):
+        env = RailParallelEnv(level=1, mode="semi")
+        env.reset(seed=seed)
+        while env.agents:
+            env.step(shortest(env))
+        if env.stuck:
+            break
+    assert env.stuck, "shortest path should deadlock on some level-1 seed"
+    full = env.observe_all()
+    forward_opposing = [full[i, OWN + PER_OPTION + 2] for i in env.stuck]
+    assert max(forward_opposing) > 0  # some deadlocked train sees an opposing train ahead
+    assert env.episode_info()["deadlocked"] == pytest.approx(100 * len(env.stuck) / env.n)
+
+
+def test_curriculum_moves_from_easiest_to_hardest():
+    env = RailParallelEnv(curriculum=(0, 1, 2), curriculum_episodes=10)
+    first = env.curriculum_weights()
+    env.episodes = 10
+    last = env.curriculum_weights()
+    assert first.sum() == pytest.approx(1) and last.sum() == pytest.approx(1)
+    assert first[0] > first[-1] and last[-1] > last[0]
+    assert env.max_slots == 20 and len(env.possible_agents) == 20
+    env.reset(seed=0)
+    assert env.current_level in (0, 1, 2) and env.n == LEVELS[env.current_level].trains
+
+
+def test_bad_params_name_the_field():
+    with pytest.raises(ValidationError, match="level"):
+        RailParams(level=7)
+    with pytest.raises(ValidationError, match="mode"):
+        RailParams(mode="hierarchical")
+    with pytest.raises(ValidationError, match="curriculum"):
+        RailParams(curriculum=[0, 9])
