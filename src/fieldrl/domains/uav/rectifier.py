@@ -25,6 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
+from fieldrl.simulators import uav_channel as ch
 from fieldrl.simulators.uav import LOCAL, Allocation, Outcome, UavWorld
 
 TIGHT = 0.95  # rebalancing aims each task at this fraction of its deadline
@@ -116,22 +117,32 @@ class RuleRectifier:
 
     @staticmethod
     def _best_server(world: UavWorld, alloc: Allocation, k: int, pl: np.ndarray) -> int | None:
-        """Server (or LOCAL) where task ``k`` meets its deadline without breaking others, least cost."""
-        tasks = world.tasks
+        """Server (or LOCAL) where task ``k`` meets its deadline without breaking others, least cost.
+
+        A candidate server's tasks, ``k`` included, are assumed to share its band and CPU equally and
+        to use the balanced offloaded fraction; only that server's tasks are re-evaluated.
+        """
+        p, tasks = world.p, world.tasks
+        t_local = tasks.cycles / (p.f_local_ghz * 1e9)
         best, best_cost = None, np.inf
-        for s in [*range(world.m + 1), LOCAL]:
-            trial = alloc.copy()
-            trial.server[k] = s
-            trial.bw_share = equal_shares(trial.server, tasks.present, world.m + 1)
-            trial.cpu_share = trial.bw_share.copy()
-            terms = world.remote_terms(trial, pl)
-            t_rem = np.where(trial.server >= 0, terms["t_remote"], np.inf)
-            delay = balanced_delay(terms["t_local"], t_rem)
-            peers = tasks.present & (trial.server == s) if s >= 0 else np.zeros(world.n, bool)
-            peers[k] = True
-            if np.any(delay[peers] > tasks.deadline[peers]):
+        if t_local[k] <= tasks.deadline[k]:
+            best, best_cost = LOCAL, float(t_local[k])
+        for s in range(world.m + 1):
+            if s == alloc.server[k]:
                 continue
-            cost = float(delay[peers].sum())
+            peers = np.flatnonzero(tasks.present & (alloc.server == s))
+            peers = np.r_[peers, k]
+            share = 1.0 / len(peers)
+            band = share * world.bandwidth_hz[s]
+            rate = ch.shannon_rate_bps(band, p.tx_power_w, pl[peers, s], p.noise_dbm_hz, p.noise_figure_db)
+            freq = share * world.cpu_hz[s]
+            if band <= 0 or freq <= 0:
+                continue
+            t_rem = tasks.bits[peers] / np.maximum(rate, 1e-9) + tasks.cycles[peers] / freq
+            delay = balanced_delay(t_local[peers], t_rem)
+            if np.any(delay > tasks.deadline[peers]):
+                continue
+            cost = float(delay.sum())
             if cost < best_cost:
                 best, best_cost = s, cost
         return best
