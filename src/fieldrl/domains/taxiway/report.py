@@ -62,9 +62,7 @@ def map_figure(frame: pd.DataFrame, layout: Any, policies: list[str]) -> bytes |
     xs = np.array([n.x for n in layout.nodes])
     ys = np.array([n.y for n in layout.nodes])
     aspect = (np.ptp(ys) + 200) / (np.ptp(xs) + 200)
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(7.2, max(2.2, 3.6 * aspect * ncols) * nrows / ncols * 1.1)
-    )
+    fig, axes = plt.subplots(nrows, ncols, figsize=(7.2, nrows * (3.6 * aspect + 0.45) + 0.3))
     axes = np.atleast_1d(axes).reshape(-1)
     cmap = plt.get_cmap("tab20")
     for ax, policy in zip(axes, policies, strict=False):
@@ -112,6 +110,7 @@ def kpi_chart(ctx: Any, policies: list[str]) -> bytes | None:
     kpis = [ctx.domain.kpi(k) for k in CHART_KPIS]
     fig, axes = plt.subplots(2, 2, figsize=(7.2, 5.4))
     width = 0.8 / max(len(policies), 1)
+    palette = plt.get_cmap("tab10")
     for ax, kpi in zip(axes.reshape(-1), kpis, strict=True):
         for j, policy in enumerate(policies):
             vals, lows, highs = [], [], []
@@ -135,7 +134,7 @@ def kpi_chart(ctx: Any, policies: list[str]) -> bytes | None:
                 yerr=np.nan_to_num(err),
                 capsize=2,
                 label=policy,
-                color=ctx.colors.get(policy),
+                color=palette(j % 10),
                 edgecolor="black",
                 linewidth=0.3,
             )

@@ -1,0 +1,41 @@
+"""End to end: `fieldrl run taxiway/quick --budget quick` through the CLI, and the PDF a manager reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from pypdf import PdfReader
+from typer.testing import CliRunner
+
+from fieldrl.cli import app
+
+
+def pdf_text(path: Path) -> str:
+    return " ".join(" ".join((page.extract_text() or "").split()) for page in PdfReader(path).pages)
+
+
+def test_quick_scenario_runs_and_reports(tmp_path):
+    out = tmp_path / "quick"
+    result = CliRunner().invoke(
+        app, ["run", "taxiway/quick", "--budget", "quick", "--out", str(out), "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    text = pdf_text(out / "report.pdf")
+    for words in (
+        "Conflicts per 100 movements",
+        "Mean taxi time",
+        "prioritized planning",
+        "CBS",
+        "MaskablePPO (shared)",
+        "The airport, taxi paths and conflicts",
+        "Key figures by traffic density",
+        "For operations",
+    ):
+        assert words in text, words
+    results = pd.read_parquet(out / "results.parquet")
+    planner = results[
+        (results["policy"] == "prioritized planning") & (results["metric"] == "conflicts_per_100")
+    ]
+    assert len(planner) == 3 and (planner["value"] == 0).all()
+    assert (out / "figures" / "taxiway-map-default.png").exists()
