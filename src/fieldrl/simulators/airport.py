@@ -162,11 +162,12 @@ class SurfaceSim:
         self.pending = list(range(len(self.movements)))
         # runway windows: [start, end, owner]; landings are known from the schedule
         self.windows: dict[int, list[list[int]]] = {r: [] for r in range(len(self.s.runway_ids))}
+        self._window_of: dict[int, list[int]] = {}
         for m in self.movements:
             if not m.departure:
-                self.windows[m.runway].append(
-                    [m.request - cfg.approach_steps, m.request + cfg.roll_steps, m.index]
-                )
+                w = [m.request - cfg.approach_steps, m.request + cfg.roll_steps, m.index]
+                self.windows[m.runway].append(w)
+                self._window_of[m.index] = w
         self._active_keys: set[tuple[int, int, str]] = set()
         self.events: list[tuple[int, str, float, float]] = []  # (t, kind, x, y)
         self.conflict_counts = {k: 0 for k in CONFLICT_KINDS}
@@ -213,10 +214,13 @@ class SurfaceSim:
         return int(self.stands[m.stand_order[0]])
 
     def _spawn(self) -> list[int]:
-        spawned = []
-        still = []
-        for i in self.pending:
+        spawned: list[int] = []
+        still: list[int] = []
+        for n, i in enumerate(self.pending):
             m = self.movements[i]
+            if m.request - (0 if m.departure else self.cfg.approach_steps) > self.t:
+                still.extend(self.pending[n:])  # the schedule is in time order: nobody later is ready
+                break
             ready = m.request if m.departure else m.request + self.cfg.roll_steps
             if ready > self.t or len(self.active) >= self.cfg.max_active:
                 if ready <= self.t and not m.departure:
@@ -236,9 +240,6 @@ class SurfaceSim:
                     still.append(i)
                     continue
                 m.goal = self._pick_stand(m)
-                for w in self.windows[m.runway]:
-                    if w[2] == i:
-                        w[1] = max(w[1], self.t)  # the runway stayed occupied until now
             m.pos = start
             m.spawn_t = self.t
             m.unimpeded = int(self.s.dist_to(m.goal)[start])
@@ -249,15 +250,18 @@ class SurfaceSim:
 
     def _hold_runway(self, m: Movement) -> None:
         """A landed aircraft that cannot vacate yet keeps its runway active for one more step."""
-        for w in self.windows[m.runway]:
-            if w[2] == m.index:
-                w[1] = max(w[1], self.t + 1)
+        w = self._window_of.get(m.index)
+        if w is not None:
+            w[1] = max(w[1], self.t + 1)
 
     def _takeoff(self, m: Movement) -> None:
         r, roll = m.runway, self.cfg.roll_steps
         start = self.t
-        while any(a < start + roll and start < b for a, b, _ in self.windows[r]):
-            start += 1
+        while True:  # jump past every window the roll would overlap
+            clash = [b for a, b, _ in self.windows[r] if a < start + roll and start < b]
+            if not clash:
+                break
+            start = max(clash)
         self.windows[r].append([start, start + roll, m.index])
         m.takeoff_t = start
 
@@ -286,6 +290,9 @@ class SurfaceSim:
                 m.heading = math.atan2(y1 - y0, x1 - x0)
             m.pos = after
         self.t += 1
+        if self.t % 16 == 0:  # windows that ended can no longer matter
+            for r, wins in self.windows.items():
+                self.windows[r] = [w for w in wins if w[1] >= self.t - 1]
         for i in list(self.active):
             m = self.movements[i]
             if m.pos == m.goal:
