@@ -163,3 +163,14 @@ def test_train_vec_env_has_one_slot_per_uav():
     assert venv.num_envs == 4 and obs.shape == (4, 12 + 6 * 6)
     _, rewards, dones, _ = venv.step(np.zeros(4, dtype=int))
     assert rewards.shape == (4,) and not dones.any()
+
+
+def test_fixed_allocation_drives_the_full_pipeline_with_one_action():
+    params = UavParams(**SMALL)
+    spec = DOMAIN.heuristics["pipeline-fixed"]
+    policy = spec.build(spec.settings_model(admit=5, shares="equal"), params, "fixed")
+    assert policy.action == params.admit_levels.index(4) * 2  # largest level <= 5, equal shares
+    kpis, _ = run_episodes(DOMAIN, params, policy, [100, 101])
+    assert (kpis["lp_ms"] > 0).all() and (kpis["socp_ms"] > 0).all()
+    with pytest.raises(ValueError, match="shares"):
+        spec.settings_model(shares="fair")

@@ -17,8 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fieldrl.domains.base import HeuristicSpec
 from fieldrl.domains.uav.env import Plan, UavParallelEnv
+from fieldrl.domains.uav.pipeline import SHARE_MODES
 from fieldrl.domains.uav.rectifier import equal_shares
 from fieldrl.simulators.uav import LOCAL, Allocation, UavWorld
+from fieldrl.simulators.uav_params import UavParams
 
 
 class Settings(BaseModel):
@@ -95,6 +97,39 @@ class PlanHeuristic:
         return np.zeros(obs.shape[:2], dtype=np.int64)
 
 
+class FixedSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    admit: int = Field(
+        3, ge=0, le=200, description="Tasks each UAV admits (the largest admit level <= this)."
+    )
+    shares: Literal["equal", "demand"] = Field("demand", description="How a UAV splits its band and CPU.")
+
+
+class FixedAllocation:
+    """The full pipeline (SOCP, rectifier, LP) driven by one fixed allocation action instead of DRL.
+
+    Not centralised: it returns the same discrete action for every UAV, so it measures what the
+    learned allocation adds to the optimisation stages. Only meaningful with ``pipeline: true``.
+    """
+
+    def __init__(self, name: str, action: int):
+        self.name = name
+        self.action = int(action)
+
+    def reset(self, n_envs: int) -> None:
+        pass
+
+    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        return np.full(obs.shape[:2], self.action, dtype=np.int64)
+
+
+def _fixed(settings: FixedSettings, params: UavParams, name: str) -> FixedAllocation:
+    levels = list(params.admit_levels)
+    index = max((i for i, k in enumerate(levels) if k <= settings.admit), key=lambda i: levels[i], default=0)
+    return FixedAllocation(name, index * len(SHARE_MODES) + SHARE_MODES.index(settings.shares))
+
+
 def _spec(rule: Rule, description: str) -> HeuristicSpec:
     return HeuristicSpec(Settings, lambda s, p, name: PlanHeuristic(name, rule, s.trajectory), description)
 
@@ -108,5 +143,10 @@ HEURISTICS: dict[str, HeuristicSpec] = {
     "greedy": _spec(
         greedy_rate,
         "Best instantaneous link, equal shares, fraction that equalises local and remote time.",
+    ),
+    "pipeline-fixed": HeuristicSpec(
+        FixedSettings,
+        _fixed,
+        "The full pipeline (SOCP, rectifier, LP) with a fixed admission count instead of the learned one.",
     ),
 }

@@ -277,9 +277,11 @@ def report_section(ctx: Any) -> list[Any]:
                     Paragraph(f"Delay and energy (load x{load:g})", styles["Heading3"]),
                     ctx.figure(f"uav-tradeoff-load{load:g}", tradeoff_figure(ctx, rows), width=360),
                     ctx.para(
-                        "Energy is dominated by UAV propulsion (Zeng 2019 model: about 170 W hovering); "
-                        "computing "
-                        "and radio energy are below 1 % of it, so systems differ mainly in delay.",
+                        "Energy is dominated by UAV propulsion (Zeng 2019 model: about 170 W hovering, "
+                        "about 110 W "
+                        "cruising at 20 m/s); computing and radio energy are a few joules per slot. "
+                        "Systems whose "
+                        "UAVs keep moving fast or do not climb use less energy.",
                         "Small",
                     ),
                 ]
