@@ -73,6 +73,21 @@ class TaxiwayLockstepEnvs(ParallelLockstepEnvs):
         return info
 
 
+class TermRewardSlots(AgentSlotVecEnv):
+    """``AgentSlotVecEnv`` that also reports each slot's reward terms (``infos[i]["reward_terms"]``),
+    which the value-decomposed learner (:mod:`fieldrl.domains.taxiway.vd_ppo`) trains on."""
+
+    def step_wait(self):
+        before = [list(m.agents) for m in self.maps]
+        obs, rewards, dones, infos = super().step_wait()
+        for i, env in enumerate(self.envs):
+            terms = env.last_reward_terms
+            for slot, agent in enumerate(before[i]):
+                if agent is not None and agent in terms:
+                    infos[i * self.n_slots + slot]["reward_terms"] = terms[agent]
+        return obs, rewards, dones, infos
+
+
 def make_env(params: TaxiwayParams) -> TaxiwayEnv:
     return TaxiwayEnv(params)
 
@@ -95,9 +110,9 @@ class TaxiwayDomain(Domain):
             env.reset(seed=seed)
         return env
 
-    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> AgentSlotVecEnv:
+    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> TermRewardSlots:
         p = self.checked_params(params)
-        return AgentSlotVecEnv([partial(make_env, p)] * n_envs, seed)
+        return TermRewardSlots([partial(make_env, p)] * n_envs, seed)
 
     def make_eval_envs(
         self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None

@@ -117,6 +117,7 @@ class TaxiwayEnv(ParallelEnv):
         self.obs_dim = 9 + 4 + 2 * self.horizon + 4 * self.n_actions
         self.decision_seconds = 0.0
         self.decisions = 0
+        self.last_reward_terms: dict[str, np.ndarray] = {}
         self.plan_seconds, self.plans, self.plan_failures, self.planner_fallbacks = 0.0, 0, 0, 0
         self._last: Any = None
 
@@ -171,6 +172,7 @@ class TaxiwayEnv(ParallelEnv):
             terms[agent] = i in finished
             truncs[agent] = False
             infos[agent] = {"reward_terms": vec}
+        self.last_reward_terms = {a: v["reward_terms"] for a, v in infos.items()}
         if not sim.active and sim.pending:
             sim.advance_idle()
         if sim.truncated and sim.active:
