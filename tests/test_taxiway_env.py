@@ -7,7 +7,7 @@ import pytest
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 from pydantic import ValidationError
 
-from fieldrl.domains.taxiway.env import TERMS, TaxiwayEnv, parallel_env
+from fieldrl.domains.taxiway.env import OWN, TERMS, TaxiwayEnv, parallel_env
 from fieldrl.domains.taxiway.params import TaxiwayParams
 from fieldrl.simulators.airport_layout import PRIVATE_KINDS, UNREACHABLE
 
@@ -99,7 +99,7 @@ def test_foresight_sees_an_aircraft_ahead_on_the_own_path():
     for _ in range(200):
         obs = env._observe()
         for o in obs.values():
-            level2 = o[13 : 13 + 2 * env.horizon : 2]
+            level2 = o[OWN + 4 : OWN + 4 + 2 * env.horizon : 2]
             if level2.any():
                 found = True
         if found or not env.agents:

@@ -76,6 +76,7 @@ class Movement:
     done_t: int = -1
     unimpeded: int = 0
     held: int = 0
+    wait_run: int = 0  # consecutive steps held
     crossing_wait: int = 0
     heading: float = 0.0
     conflicts: int = 0
@@ -282,10 +283,12 @@ class SurfaceSim:
             res.held[i] = after == before
             if after == before:
                 m.held += 1
+                m.wait_run += 1
                 nxt = int(s.next_to(m.goal)[before])
                 if nxt >= 0 and s.cell_runway[s.pos_cell[nxt]] >= 0 and s.cell_runway[s.pos_cell[before]] < 0:
                     m.crossing_wait += 1
             else:
+                m.wait_run = 0
                 (x0, y0), (x1, y1) = s.cell_xy[s.pos_cell[before]], s.cell_xy[s.pos_cell[after]]
                 m.heading = math.atan2(y1 - y0, x1 - x0)
             m.pos = after

@@ -7,7 +7,7 @@ lead toward the agent's goal (no entering other stands, line-up points or exits)
 Observation (float32, hierarchical foresight):
 
 1. own state: position (scaled), heading (sin, cos), distance to goal, departure flag, at a
-   node, on a runway cell, share of time held;
+   node, on a runway cell, share of time held, steps held in a row (/20);
 2. level 1 — current conflicts nearby: in conflict now, aircraft within 4 cells, distance of
    the nearest, whether the runway ahead on the own shortest path is active now;
 3. level 2 — predicted occupancy along the next ``horizon_cells`` cells of the own shortest
@@ -17,7 +17,9 @@ Observation (float32, hierarchical foresight):
 4. per action: allowed, progress toward goal, another aircraft closer than separation to
    the target cell now, oncoming aircraft inside the target segment.
 
-Rewards are kept as three terms (``infos[agent]["reward_terms"]``: safety, efficiency,
+An aircraft still taxiing when the episode is truncated is charged the rest of its way
+(remaining cells) in its efficiency term, so that blocking each other for good is never cheaper
+than moving. Rewards are kept as three terms (``infos[agent]["reward_terms"]``: safety, efficiency,
 progress) and summed with ``weights`` into the scalar reward.
 """
 
@@ -40,6 +42,7 @@ from fieldrl.simulators.airport_layout import UNREACHABLE, Surface, build_surfac
 LAYOUT_DIR = Path(__file__).parent / "layouts"
 NEAR_RADIUS = 4
 TERMS = ("safety", "efficiency", "progress")
+OWN = 10  # own-state features
 
 
 @functools.cache
@@ -114,7 +117,7 @@ class TaxiwayEnv(ParallelEnv):
         if key not in _NEAR:
             _NEAR[key] = _balls_with_dist(self.surface, NEAR_RADIUS)
         self._near = _NEAR[key]
-        self.obs_dim = 9 + 4 + 2 * self.horizon + 4 * self.n_actions
+        self.obs_dim = OWN + 4 + 2 * self.horizon + 4 * self.n_actions
         self.decision_seconds = 0.0
         self.decisions = 0
         self.last_reward_terms: dict[str, np.ndarray] = {}
@@ -172,17 +175,21 @@ class TaxiwayEnv(ParallelEnv):
             terms[agent] = i in finished
             truncs[agent] = False
             infos[agent] = {"reward_terms": vec}
-        self.last_reward_terms = {a: v["reward_terms"] for a, v in infos.items()}
         if not sim.active and sim.pending:
             sim.advance_idle()
         if sim.truncated and sim.active:
             for i in list(sim.active):
                 agent = f"ac{i}"
                 truncs[agent] = True
+                if agent in infos:  # stranded: the rest of the way is charged as taxi time
+                    left = float(sim.dist_to_goal(i))
+                    infos[agent]["reward_terms"][1] -= left
+                    rewards[agent] -= w.efficiency * left
                 rewards.setdefault(agent, 0.0)
                 terms.setdefault(agent, False)
                 infos.setdefault(agent, {"reward_terms": np.zeros(3, dtype=np.float32)})
             self.agents = []
+            self.last_reward_terms = {a: v["reward_terms"] for a, v in infos.items()}
             return (
                 {a: self._obs_one(self.index(a)) for a in truncs if truncs[a]},
                 rewards,
@@ -190,6 +197,7 @@ class TaxiwayEnv(ParallelEnv):
                 truncs,
                 infos,
             )
+        self.last_reward_terms = {a: v["reward_terms"] for a, v in infos.items()}
         self.agents = [f"ac{i}" for i in sim.active]
         for agent in self.agents:  # newcomers appear in every dict
             rewards.setdefault(agent, 0.0)
@@ -249,6 +257,7 @@ class TaxiwayEnv(ParallelEnv):
             float(s.pos_node[m.pos] >= 0),
             float(s.cell_runway[c] >= 0),
             m.held / age,
+            min(m.wait_run / 20.0, 1.0),
         ]
         # level 1: now, nearby
         others = {cc: j for j, cc in cells.items() if j != i}

@@ -22,7 +22,12 @@ class RewardWeights(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     safety: float = Field(10.0, ge=0.0, le=1000.0, description="Per new conflict (-1) and near-separation.")
-    efficiency: float = Field(0.05, ge=0.0, le=100.0, description="Per step taxiing (-1) and holding (-0.5).")
+    efficiency: float = Field(
+        0.1,
+        ge=0.0,
+        le=100.0,
+        description="Per step taxiing (-1) and holding (-0.5); remaining cells if stranded.",
+    )
     progress: float = Field(0.1, ge=0.0, le=100.0, description="Per cell closer to the goal; +5 on arrival.")
 
 

@@ -7,7 +7,7 @@ each trained on its own discounted return; the policy gradient uses
 
     A_t = sum_k w_k * GAE_k(t)
 
-with ``term_weights`` ``w`` (safety first: by default the env's weights 10, 0.05, 0.1, so the
+with ``term_weights`` ``w`` (safety first: by default the env's weights 10, 0.1, 0.1, so the
 objective is the summed reward's, only its estimate is decomposed).
 
 The env must put each agent's unweighted term rewards in ``infos[i]["reward_terms"]`` (the
@@ -30,7 +30,7 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from torch import nn
 
-DEFAULT_WEIGHTS = (10.0, 0.05, 0.1)
+DEFAULT_WEIGHTS = (10.0, 0.1, 0.1)
 
 
 class TermRewardVecEnv(VecEnvWrapper):
