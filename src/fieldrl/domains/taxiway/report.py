@@ -190,12 +190,17 @@ def manager_text(ctx: Any, variant: str, policies: list[str], planner: str | Non
             if pt is None or lt is None:
                 continue
             gap = 100.0 * (lt[0] / pt[0] - 1.0) if pt[0] else float("nan")
-            verdict = "meets" if conf[lp][0] <= pv and abs(gap) <= 5.0 else "does not meet"
+            ld, pd_ = done.get(lp), done.get(planner)
+            all_through = ld is None or pd_ is None or ld[0] >= pd_[0] - 0.5
+            verdict = "meets" if conf[lp][0] <= pv and abs(gap) <= 5.0 and all_through else "does not meet"
             parts.append(
                 f"Against the planning baseline ({planner}): {lp} has {fmt(conf[lp][0])} conflicts per 100 "
-                f"movements vs {fmt(pv)}, and a mean taxi time {fmt(gap)} % "
-                f"{'longer' if gap >= 0 else 'shorter'}; it {verdict} the target of no more conflicts "
-                "and taxi time within 5 %."
+                f"movements vs {fmt(pv)}, and a mean taxi time {fmt(abs(gap))} % "
+                f"{'longer' if gap >= 0 else 'shorter'}"
+                + ("" if all_through else f", but completes only {fmt(ld[0])} % of movements vs ")
+                + ("" if all_through else f"{fmt(pd_[0])} %")
+                + f"; it {verdict} the target of no more conflicts, taxi time within 5 % and every "
+                "movement completed."
             )
     parts.append(
         f"For operations: the safest controller here was {safest}. "
