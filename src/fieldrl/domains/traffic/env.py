@@ -27,7 +27,7 @@ from pettingzoo import ParallelEnv
 from fieldrl.domains.traffic import programs, sumo
 from fieldrl.domains.traffic.demand import demand_file
 from fieldrl.domains.traffic.networks import NetworkOptions, build_network
-from fieldrl.domains.traffic.params import TrafficParams
+from fieldrl.domains.traffic.params import TrafficParams, resolve_file
 from fieldrl.domains.traffic.rewards import StepStats, jain, reward
 from fieldrl.domains.traffic.signals import GREEN, SignalLayout, StageController, Timing, read_layout
 
@@ -51,7 +51,7 @@ TRACE_KEYS = ("time_s", "queue_now", "peds_waiting_now", "ped_longest_wait_now",
 
 def net_file_for(params: TrafficParams) -> Path:
     if params.net_file is not None:
-        return Path(params.net_file)
+        return resolve_file(params.net_file)
     opts = NetworkOptions(params.network, params.block_m, params.arm_m, params.lanes + 1)
     return build_network(opts)
 
@@ -125,14 +125,21 @@ class TrafficEnv(ParallelEnv):
         files = [programs.actuated_file(self.net_file, self.sumo_programs, p.min_green_s, p.max_green_s)]
         if self.params.route_file is None:
             files.append(
-                programs.webster_file(self.net_file, [m.period() for m in p.periods], p.yellow_s, p.all_red_s)
+                programs.webster_file(
+                    self.net_file,
+                    [m.period() for m in p.periods],
+                    p.yellow_s,
+                    p.all_red_s,
+                    p.min_green_s,
+                    p.ped_clearance_s,
+                )
             )
         return files
 
     def _command(self, seed: int) -> list[str]:
         p = self.params
         routes = (
-            Path(p.route_file)
+            resolve_file(p.route_file)
             if p.route_file
             else demand_file(
                 self.net_file, [m.period() for m in p.periods], seed, p.demand_jitter, p.through_weight
@@ -141,7 +148,8 @@ class TrafficEnv(ParallelEnv):
         cmd = [
             "-n", str(self.net_file), "-r", str(routes),
             "-a", ",".join(str(f) for f in self._additional_files()),
-            "--seed", str(seed % 2**31), "--begin", "0", "--end", str(p.duration_s + 1),
+            "--seed", str(seed % 2**31),
+            "--begin", str(p.begin_s), "--end", str(p.begin_s + p.duration_s + 1),
             "--no-step-log", "true", "--no-warnings", "true", "--duration-log.disable", "true",
             "--time-to-teleport", "300", "--collision.action", "warn",
         ]  # fmt: skip
@@ -392,7 +400,7 @@ class TrafficEnv(ParallelEnv):
             "pedestrian_max_wait": max(self.ped_max_wait.values(), default=0.0),
             "vehicle_max_wait": max(self.veh_max_wait.values(), default=0.0),
             "throughput": self.arrived / max(self.time_s, 1) * 3600.0,
-            "jain_modes": jain([vm, pm]),
+            "jain_modes": jain([m for m, d in ((vm, veh), (pm, ped)) if len(d)] or [0.0]),
             "queue_mean": self.queue_sum / max(self.time_s, 1),
             "time_s": float(self.time_s),
             "queue_now": float(self.queue_now),

@@ -11,6 +11,18 @@ from fieldrl.domains.traffic.demand import Period
 from fieldrl.domains.traffic.rewards import TERMS
 
 
+def resolve_file(value: str) -> Path:
+    """A path, or ``sumo-rl:<path>`` for a network bundled with sumo-rl (e.g. its RESCO benchmarks)."""
+    if value.startswith("sumo-rl:"):
+        import importlib.util
+
+        spec = importlib.util.find_spec("sumo_rl")
+        if spec is None or spec.origin is None:
+            return Path("/nonexistent-sumo-rl") / value[len("sumo-rl:") :]
+        return Path(spec.origin).parent / "nets" / value[len("sumo-rl:") :]
+    return Path(value)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -48,6 +60,12 @@ class TrafficParams(_Strict):
     route_file: str | None = Field(
         None, description="Your own .rou.xml (replaces the generated demand; seeds still vary SUMO's draws)."
     )
+    begin_s: int = Field(
+        0,
+        ge=0,
+        le=10**6,
+        description="Simulation start time (s); for route files that start late (RESCO: 25200).",
+    )
     lanes: int = Field(2, ge=1, le=4, description="Vehicle lanes per direction on generated networks.")
     arm_m: float = Field(150.0, ge=50.0, le=1000.0, description="Length of the approach arms (m).")
     block_m: float = Field(200.0, ge=80.0, le=1000.0, description="Distance between signals (m).")
@@ -76,8 +94,13 @@ class TrafficParams(_Strict):
     @field_validator("net_file", "route_file")
     @classmethod
     def _exists(cls, value: str | None) -> str | None:
-        if value is not None and not Path(value).is_file():
-            raise ValueError(f"file {value!r} does not exist")
+        if value is None:
+            return value
+        path = resolve_file(value)
+        if not path.is_file():
+            raise ValueError(
+                f"file {value!r} does not exist (give a path, or sumo-rl:<path under sumo_rl/nets>)"
+            )
         return value
 
     @field_validator("reward_weights")
@@ -97,6 +120,10 @@ class TrafficParams(_Strict):
             raise ValueError("gui: true needs traci: true (libsumo has no GUI)")
         if (self.net_file is None) != (self.route_file is None) and self.net_file is None:
             raise ValueError("route_file needs net_file")
+        if self.begin_s > 0 and self.route_file is None:
+            raise ValueError(
+                f"begin_s ({self.begin_s}) needs your own route_file; generated demand starts at 0"
+            )
         return self
 
     @property

@@ -5,7 +5,10 @@
 * ``actuated``: the same phases as SUMO ``type="actuated"`` (gap-based extension with the induction
   loops SUMO places itself), each major green between ``min_green_s`` and ``max_green_s``;
 * ``webster``: fixed-time with cycle and splits from SUMO's ``tlsCycleAdaptation.py`` (Webster's
-  formula) for the busiest demand period's mean rates.
+  formula) for the busiest demand period's mean rates. The tool treats the pedestrian-clearance
+  phase as one more green and, at light demand, cuts walk and clearance to 4 s each; fieldrl
+  restores the pedestrian minimums afterwards (each major green at least ``min_green_s``, each
+  clearance ``ped_clearance_s``), which lengthens the cycle a little.
 """
 
 from __future__ import annotations
@@ -46,10 +49,40 @@ def actuated_file(net_file: Path, programs: dict[str, Program], min_green: int, 
     return path
 
 
-def webster_file(net_file: Path, periods: Sequence[Period], yellow_s: int, all_red_s: int) -> Path:
+def _is_clearance(state: str, prev: str) -> bool:
+    greens = {i for i, c in enumerate(state) if c in "Gg"}
+    prev_greens = {i for i, c in enumerate(prev) if c in "Gg"}
+    return "y" not in state and "y" not in prev and bool(greens) and greens < prev_greens
+
+
+def restore_pedestrian_minimums(xml: str, min_green_s: int, ped_clearance_s: int) -> str:
+    """Major greens at least ``min_green_s``; pedestrian-clearance phases exactly ``ped_clearance_s``."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(xml)
+    for logic in root.iter("tlLogic"):
+        phases = list(logic.iter("phase"))
+        for k, phase in enumerate(phases):
+            state, prev = phase.get("state", ""), phases[k - 1].get("state", "")
+            duration = float(phase.get("duration", "0"))
+            if _is_clearance(state, prev):
+                phase.set("duration", str(ped_clearance_s))
+            elif "y" not in state and any(c in "Gg" for c in state):
+                phase.set("duration", f"{max(duration, min_green_s):g}")
+    return ET.tostring(root, encoding="unicode")
+
+
+def webster_file(
+    net_file: Path,
+    periods: Sequence[Period],
+    yellow_s: int,
+    all_red_s: int,
+    min_green_s: int = 10,
+    ped_clearance_s: int = 5,
+) -> Path:
     """Run ``tlsCycleAdaptation.py`` on an hour of the busiest period's mean demand (cached)."""
     busiest = max(periods, key=lambda p: p.vehicles_main + p.vehicles_side)
-    key = digest([str(net_file), busiest.__dict__, yellow_s, all_red_s])
+    key = digest([str(net_file), busiest.__dict__, yellow_s, all_red_s, min_green_s, ped_clearance_s, "v2"])
     path = cache_root() / "programs" / f"webster-{key}.add.xml"
     if path.exists():
         return path
@@ -59,10 +92,11 @@ def webster_file(net_file: Path, periods: Sequence[Period], yellow_s: int, all_r
     cmd = [
         *sumo.python_tool_cmd("tlsCycleAdaptation.py"),
         "-n", str(net_file), "-r", str(routes), "-o", str(tmp), "-b", "0",
-        "-y", str(yellow_s), "-a", str(all_red_s), "-p", "webster",
+        "-y", str(yellow_s), "-a", str(all_red_s), "-g", str(min_green_s), "-p", "webster",
     ]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0 or not tmp.exists():
         raise RuntimeError(f"tlsCycleAdaptation.py failed: {(result.stderr or result.stdout)[-500:]}")
-    tmp.replace(path)
+    write_atomic(path, restore_pedestrian_minimums(tmp.read_text(), min_green_s, ped_clearance_s))
+    tmp.unlink()
     return path

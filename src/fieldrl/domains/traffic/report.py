@@ -185,10 +185,9 @@ def finding(ctx: Any, variant: str) -> str:
     for p in [best_h, best_l]:
         if p and p in pols and p != fixed:
             base = _value(pols, fixed, "person_delay_mean") if fixed in pols else None
+            rel = 0.0 if not base else 100 * (1 - _value(pols, p, "person_delay_mean") / base)
             change = (
-                ""
-                if not base
-                else f", {100 * (1 - _value(pols, p, 'person_delay_mean') / base):+.0f} % vs fixed-time"
+                "" if not base else f": {abs(rel):.0f} % {'less' if rel >= 0 else 'more'} than fixed-time"
             )
             kind = "best standard controller" if kinds.get(p) == "heuristic" else "best learned controller"
             parts.append(f"The {kind}, {describe(p)}{change}.")
