@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import yaml
 
@@ -160,3 +161,28 @@ def test_geojson_importer_refuses_an_extract_without_stands():
     data["features"] = [f for f in data["features"] if f["properties"]["aeroway"] != "parking_position"]
     with pytest.raises(LayoutError, match="parking_position"):
         layout_from_geojson(data)
+
+
+def test_an_imported_geojson_layout_runs_in_the_env(tmp_path):
+    import json
+
+    from fieldrl.domains.taxiway.env import parallel_env
+
+    path = tmp_path / "airport.geojson"
+    path.write_text(json.dumps(hand_made_geojson()))
+    env = parallel_env(layout_file=str(path), movements_per_hour=60.0)
+    env.reset(seed=0)
+    steps = 0
+    while env.agents and steps < 300:
+        env.step({a: int(np.flatnonzero(env.action_mask(a))[-1]) for a in env.agents})
+        steps += 1
+    assert env.episode_info()["completed"] >= 1
+
+
+def test_a_missing_layout_file_is_refused_with_its_name():
+    from pydantic import ValidationError
+
+    from fieldrl.domains.taxiway.params import TaxiwayParams
+
+    with pytest.raises(ValidationError, match="no such file"):
+        TaxiwayParams(layout_file="/nowhere/airport.yaml")

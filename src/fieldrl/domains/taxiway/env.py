@@ -37,7 +37,8 @@ from pettingzoo import ParallelEnv
 
 from fieldrl.domains.taxiway.params import TaxiwayParams
 from fieldrl.simulators.airport import SurfaceSim, TrafficConfig
-from fieldrl.simulators.airport_layout import UNREACHABLE, Surface, build_surface, load_layout
+from fieldrl.simulators.airport_layout import UNREACHABLE, Layout, Surface, build_surface, load_layout
+from fieldrl.simulators.airport_osm import layout_from_geojson
 
 LAYOUT_DIR = Path(__file__).parent / "layouts"
 NEAR_RADIUS = 4
@@ -45,10 +46,19 @@ TERMS = ("safety", "efficiency", "progress")
 OWN = 10  # own-state features
 
 
+def load_params_layout(layout: str, layout_file: str | None = None) -> Layout:
+    """The shipped layout ``layout``, or the user's YAML / GeoJSON file if one is given."""
+    if layout_file is None:
+        return load_layout(LAYOUT_DIR / f"{layout}.yaml")
+    if Path(layout_file).suffix.lower() in (".geojson", ".json"):
+        return layout_from_geojson(layout_file, name=Path(layout_file).stem)
+    return load_layout(layout_file)
+
+
 @functools.cache
-def shared_surface(layout: str, cell_m: float, separation: int) -> Surface:
+def shared_surface(layout: str, cell_m: float, separation: int, layout_file: str | None = None) -> Surface:
     """One surface (with its shortest-path caches) per process for each layout and resolution."""
-    return build_surface(load_layout(LAYOUT_DIR / f"{layout}.yaml"), cell_m, separation)
+    return build_surface(load_params_layout(layout, layout_file), cell_m, separation)
 
 
 def _balls_with_dist(surface: Surface, radius: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -102,7 +112,7 @@ class TaxiwayEnv(ParallelEnv):
     def __init__(self, params: TaxiwayParams | None = None, **kwargs: Any):
         self.params = params if params is not None else TaxiwayParams(**kwargs)
         p = self.params
-        self.surface = shared_surface(p.layout, p.cell_m, p.separation_cells)
+        self.surface = shared_surface(p.layout, p.cell_m, p.separation_cells, p.layout_file)
         self.sim = SurfaceSim(self.surface, traffic_config(p))
         self.max_slots = p.max_slots
         self.horizon = p.horizon_cells

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -37,6 +38,10 @@ class TaxiwayParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     layout: Literal["small", "large"] = Field("small", description="Shipped layout: small or large.")
+    layout_file: str | None = Field(
+        None,
+        description="Your own layout file (.yaml, or .geojson OSM aeroway export); replaces layout.",
+    )
     density: Literal["low", "medium", "high"] | None = Field(
         "low", description="Named traffic density (see DENSITIES); ignored if movements_per_hour is set."
     )
@@ -60,6 +65,18 @@ class TaxiwayParams(BaseModel):
     weights: RewardWeights = Field(default_factory=RewardWeights, description="Reward term weights.")
 
     @model_validator(mode="after")
+    def _layout_file_exists(self) -> TaxiwayParams:
+        if self.layout_file is not None:
+            path = Path(self.layout_file)
+            if path.suffix.lower() not in (".yaml", ".yml", ".geojson", ".json"):
+                raise ValueError(
+                    f"layout_file {self.layout_file!r}: must end in .yaml, .yml, .geojson or .json"
+                )
+            if not path.is_file():
+                raise ValueError(f"layout_file {self.layout_file!r}: no such file")
+        return self
+
+    @model_validator(mode="after")
     def _speed_in_range(self) -> TaxiwayParams:
         kt = self.cell_m / self.dt_s * KT_PER_MPS
         if not 20.0 <= kt <= 30.0:
@@ -71,4 +88,4 @@ class TaxiwayParams(BaseModel):
     def rate(self) -> float:
         if self.movements_per_hour is not None:
             return float(self.movements_per_hour)
-        return DENSITIES[self.layout][self.density or "low"]
+        return DENSITIES["large" if self.layout_file else self.layout][self.density or "low"]

@@ -16,10 +16,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
 
-from fieldrl.domains.taxiway.env import LAYOUT_DIR  # noqa: E402
+from fieldrl.domains.taxiway.env import load_params_layout  # noqa: E402
 from fieldrl.reports.figures import png_bytes  # noqa: E402
 from fieldrl.reports.findings import fmt  # noqa: E402
-from fieldrl.simulators.airport_layout import load_layout  # noqa: E402
 
 KIND_STYLE = {
     "separation": ("o", "#d62728", "separation"),
@@ -224,7 +223,7 @@ def report_section(ctx: Any) -> list[Any]:
     traces = ctx.traces
     for variant in ctx.scenario.variant_names:
         params = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
-        layout = load_layout(LAYOUT_DIR / f"{params.layout}.yaml")
+        layout = load_params_layout(params.layout, params.layout_file)
         heading = [] if variant == "default" else [Paragraph(f"Density {variant}", styles["Heading3"])]
         story += heading
         story.append(ctx.para(manager_text(ctx, variant, order, planner)))
