@@ -200,3 +200,21 @@ def test_users_can_bring_their_own_network(tmp_path):
     obs, _ = env.reset(seed=0)
     assert all(np.asarray(o).shape == (env.obs_dim,) for o in obs.values())
     env.close()
+
+
+def test_training_with_several_libsumo_simulations_uses_one_process_each():
+    from fieldrl.domains.traffic import DOMAIN
+    from fieldrl.domains.traffic.vec import SubprocSlotVecEnv
+
+    venv = DOMAIN.make_train_vec_env(short(network="grid"), n_envs=2, seed=3)
+    try:
+        assert isinstance(venv, SubprocSlotVecEnv) and venv.num_envs == 8  # 2 grids x 4 signals
+        obs = venv.reset()
+        assert obs.shape == (8, venv.observation_space.shape[0])
+        masks = venv.env_method("action_masks")
+        assert len(masks) == 8 and all(m[0] and not m[1] for m in masks)  # min green at the start
+        for _ in range(3):
+            obs, rew, done, infos = venv.step(np.zeros(8, dtype=np.int64))
+        assert rew.shape == (8,) and not done.any()
+    finally:
+        venv.close()

@@ -21,8 +21,8 @@ def test_traffic_quick_runs_end_to_end_and_reports_both_modes(tmp_path, monkeypa
     text = " ".join(" ".join((p.extract_text() or "").split()) for p in PdfReader(out / "report.pdf").pages)
     for words in (
         "Mean person delay (all road users)",
-        "Longest pedestrian wait",
-        "Fairness between modes (Jain)",
+        "longest pedestrian wait",
+        "Jain's index",
         "Finding for the traffic engineer",
         "Through the peak",
         "Phase usage",

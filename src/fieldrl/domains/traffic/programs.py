@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,7 +89,7 @@ def webster_file(
         return path
     routes = cache_root() / "programs" / f"webster-{key}.rou.xml"
     write_atomic(routes, nominal_vehicles_xml(net_file, busiest))
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # workers may build it at the same time
     cmd = [
         *sumo.python_tool_cmd("tlsCycleAdaptation.py"),
         "-n", str(net_file), "-r", str(routes), "-o", str(tmp), "-b", "0",
