@@ -253,9 +253,19 @@ def finding(ctx: Any, rows: list[Row]) -> str:
             word = "did not measurably change the success rate"
         else:
             word = "raised the success rate" if f_s["value"] > x_s["value"] else "lowered the success rate"
+        paired = ""
+        entry = ctx.summary["variants"][full.variant]
+        if entry.get("best_heuristic") == fixed.policy and entry.get("best_learned") == full.policy:
+            d = entry["comparison"]["success_rate"]["difference"]
+            paired = (
+                f"; paired on the same held-out cases the difference is {d['value']:+.1f} points "
+                f"(95 % CI {d['low']:+.1f} to {d['high']:+.1f})"
+            )
+            word = "raised the success rate" if d["low"] > 0 else word
+            word = "lowered the success rate" if d["high"] < 0 else word
         parts.append(
             f"Inside the same pipeline, the learned allocation {word} compared with a fixed admission count "
-            f"('{fixed.label}': {fmt(x_s['value'])} %)."
+            f"('{fixed.label}': {fmt(x_s['value'])} %{paired})."
         )
     lp, socp = stat(ctx, full, "lp_ms"), stat(ctx, full, "socp_ms")
     parts.append(
@@ -278,7 +288,8 @@ def report_section(ctx: Any) -> list[Any]:
             "splits its band and CPU, repairs failed and over-served tasks with the rule-based rectifier "
             "and sets "
             "offloading fractions by LP; 'MARL baseline' is the same learner steering the UAVs and choosing "
-            "offloading fractions itself; the rules (grey) fly the SOCP paths with fixed assignment rules. "
+            "offloading fractions itself; the rules (grey) fly the SOCP paths with fixed assignment rules, "
+            "and 'pipeline fixed' (purple) is the full pipeline with a fixed admission count instead of DRL. "
             "Bars and brackets are means with 95 % bootstrap confidence intervals over held-out seeds."
         )
     )
