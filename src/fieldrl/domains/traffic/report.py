@@ -163,6 +163,13 @@ def _value(pols: dict[str, Any], policy: str, kpi: str) -> float:
     return float(pols[policy][kpi]["mean"]["value"])
 
 
+def _pair(entry: dict[str, Any], policy: str, baseline: str, kpi: str) -> dict[str, Any] | None:
+    for pair in entry.get("pairs", []):
+        if pair.get("policy") == policy and pair.get("baseline") == baseline:
+            return pair.get("kpis", {}).get(kpi)
+    return None
+
+
 def finding(ctx: Any, variant: str) -> str:
     """Plain words for a traffic engineer: best controllers vs fixed-time, per mode and at the worst."""
     entry = ctx.summary["variants"][variant]
@@ -170,27 +177,31 @@ def finding(ctx: Any, variant: str) -> str:
     fixed = _fixed_label(ctx)
     best_h, best_l = entry.get("best_heuristic"), entry.get("best_learned")
     n = next(iter(pols.values()))["person_delay_mean"]["n_eval_seeds"]
-    parts = [f"Over {n} held-out days of demand at this site:"]
+    parts = [f"Over {n} held-out days of demand at this site,"]
 
     def describe(p: str) -> str:
         return (
-            f"{p} gives a mean person delay of {_value(pols, p, 'person_delay_mean'):.1f} s (vehicles "
+            f"a mean person delay of {_value(pols, p, 'person_delay_mean'):.1f} s (drivers "
             f"{_value(pols, p, 'vehicle_delay_mean'):.1f} s, pedestrians "
             f"{_value(pols, p, 'pedestrian_delay_mean'):.1f} s; "
             f"longest pedestrian wait {_value(pols, p, 'pedestrian_max_wait'):.0f} s)"
         )
 
     if fixed and fixed in pols:
-        parts.append(f"the current fixed-time plan ({describe(fixed)}).")
-    for p in [best_h, best_l]:
-        if p and p in pols and p != fixed:
-            base = _value(pols, fixed, "person_delay_mean") if fixed in pols else None
-            rel = 0.0 if not base else 100 * (1 - _value(pols, p, "person_delay_mean") / base)
-            change = (
-                "" if not base else f": {abs(rel):.0f} % {'less' if rel >= 0 else 'more'} than fixed-time"
-            )
-            kind = "best standard controller" if kinds.get(p) == "heuristic" else "best learned controller"
-            parts.append(f"The {kind}, {describe(p)}{change}.")
+        parts.append(f"the current fixed-time plan gives {describe(fixed)}.")
+    for p in dict.fromkeys([best_h, best_l]):
+        if not p or p not in pols or p == fixed:
+            continue
+        kind = "best standard controller" if kinds.get(p) == "heuristic" else "best learned controller"
+        change = ""
+        if fixed in pols:
+            rel = 100 * (1 - _value(pols, p, "person_delay_mean") / _value(pols, fixed, "person_delay_mean"))
+            change = f", {abs(rel):.0f} % {'less' if rel >= 0 else 'more'} than fixed-time"
+            paired = _pair(entry, p, fixed, "person_delay_mean")
+            if paired is not None:
+                r = paired["relative_percent"]
+                change += f" (paired 95 % CI {r['low']:+.0f} % to {r['high']:+.0f} %)"
+        parts.append(f"The {kind}, {p}, gives {describe(p)}{change}.")
     if best_l and fixed and best_l in pols and fixed in pols:
         cut = 1 - _value(pols, best_l, "person_delay_mean") / _value(pols, fixed, "person_delay_mean")
         ped_ok = _value(pols, best_l, "pedestrian_max_wait") <= _value(pols, fixed, "pedestrian_max_wait")
@@ -206,7 +217,7 @@ def finding(ctx: Any, variant: str) -> str:
             and _value(pols, best_h, "person_delay_mean") < _value(pols, best_l, "person_delay_mean")
         ):
             parts.append(
-                f"A standard controller ({best_h}) still beats the learned one here; retiming or actuating "
+                f"A standard controller ({best_h}) still beats the learned one here: retiming or actuating "
                 "the signal captures most of the gain without a learned policy."
             )
     return " ".join(parts)
