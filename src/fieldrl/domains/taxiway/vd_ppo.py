@@ -19,6 +19,7 @@ raw). Built on sb3-contrib's MaskablePPO, policy and rollout buffer; only the sh
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -147,3 +148,14 @@ class VDMaskablePPO(MaskablePPO):
         if not isinstance(env, TermRewardVecEnv):
             env = TermRewardVecEnv(env, len(self.term_weights))
         super().set_env(env, force_reset)
+
+
+def _signature() -> inspect.Signature:
+    """MaskablePPO's constructor arguments plus ``term_weights`` (what a scenario may set)."""
+    base = inspect.signature(MaskablePPO.__init__)
+    params = [p for p in base.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    extra = inspect.Parameter("term_weights", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_WEIGHTS)
+    return base.replace(parameters=[*params, extra])
+
+
+VDMaskablePPO.__init__.__signature__ = _signature()  # type: ignore[attr-defined]
