@@ -63,6 +63,7 @@ def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
     for extra in (
         "plan_ms",
         "plan_failures",
+        "planner_fallbacks",
         "runway_conflicts",
         "head_on_conflicts",
         "separation_conflicts",
