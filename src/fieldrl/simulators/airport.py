@@ -82,10 +82,6 @@ class Movement:
     conflicts: int = 0
     takeoff_t: int = -1
 
-    @property
-    def ready_t(self) -> int:
-        return self.request
-
 
 @dataclass
 class StepResult:

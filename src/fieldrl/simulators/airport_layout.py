@@ -343,9 +343,6 @@ class Surface:
         moves = self.node_moves[k]
         return moves[action - 1][1] if action - 1 < len(moves) else p
 
-    def node_pos(self, k: int) -> int:
-        return k  # node positions come first
-
     # -- distances to a goal node (hops in the position graph, respecting private nodes)
     def dist_to(self, goal: int) -> np.ndarray:
         if goal not in self._dist:
@@ -378,16 +375,6 @@ class Surface:
             for _, q in self.successors(p, goal):
                 preds[q].append(p)
         return preds
-
-    def cell_distance_within(self, a: int, b: int) -> bool:
-        """True if physical cells ``a`` and ``b`` are closer than the separation minimum."""
-        return b in self._ball_sets[a]
-
-    @property
-    def _ball_sets(self) -> list[set[int]]:
-        if not hasattr(self, "_bs"):
-            self._bs = [set(map(int, b)) for b in self.ball]
-        return self._bs
 
 
 def build_surface(layout: Layout, cell_m: float = 60.0, separation: int = 2) -> Surface:
