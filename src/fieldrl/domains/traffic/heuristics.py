@@ -190,7 +190,8 @@ HEURISTICS: dict[str, HeuristicSpec] = {
     "webster": HeuristicSpec(
         NoSettings,
         lambda s, p, name: SumoProgram(name, "webster"),
-        "Fixed-time with Webster cycle and splits for the busiest period (SUMO tlsCycleAdaptation.py).",
+        "Fixed-time with Webster cycle and splits for the busiest period (SUMO tlsCycleAdaptation.py), "
+        "pedestrian walk and clearance minimums kept.",
     ),
     "actuated": HeuristicSpec(
         NoSettings,
@@ -208,6 +209,6 @@ HEURISTICS: dict[str, HeuristicSpec] = {
     "pedestrian-actuated": HeuristicSpec(
         PedestrianActuatedSettings,
         lambda s, p, name: PedestrianActuated(name, s.ped_max_wait_s, s.ped_call_count),
-        "Queue-actuated with pedestrian calls (longest wait or crowd size at a crossing).",
+        "Gap-actuated with pedestrian calls (longest wait or crowd size at a crossing).",
     ),
 }
