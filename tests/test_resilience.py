@@ -198,3 +198,54 @@ def test_a_crashing_simulator_fails_only_its_episode(scenario_data, tmp_path, mo
     from test_pipeline import pdf_text
 
     assert "Failed episodes" in pdf_text(result.report)
+
+
+def test_joining_a_ray_cluster_by_address(scenario_data, tmp_path):
+    """The multi-machine recipe, on one machine: `ray start --head`, then `--address`."""
+    import shutil
+    import socket
+
+    ray_cli = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    head = [ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false"]
+    subprocess.run(head, check=True, capture_output=True, env=env, timeout=120)
+    try:
+        scenario_data["policies"]["learned"] = []
+        scenario = _write(tmp_path, scenario_data)
+        result = cli.invoke(
+            app,
+            [
+                "run",
+                str(scenario),
+                "--out",
+                str(tmp_path / "r"),
+                "--quiet",
+                "--backend",
+                "ray",
+                "--address",
+                f"127.0.0.1:{port}",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        local = fieldrl.run(scenario, out=tmp_path / "local", show_progress=False).results
+        pd.testing.assert_frame_equal(local, pd.read_parquet(tmp_path / "r/results.parquet"))
+    finally:
+        subprocess.run([ray_cli, "stop", "--force"], capture_output=True, env=env, timeout=120)
+    refused = cli.invoke(
+        app,
+        [
+            "run",
+            str(scenario),
+            "--out",
+            str(tmp_path / "x"),
+            "--backend",
+            "ray",
+            "--address",
+            f"127.0.0.1:{port}",
+        ],
+    )
+    assert refused.exit_code == 2 and "cannot join a Ray cluster" in refused.output
+    assert not (tmp_path / "x").exists()

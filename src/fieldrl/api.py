@@ -20,7 +20,7 @@ import yaml
 from fieldrl.domains import get_domain
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
-from fieldrl.evaluation.backends import execute
+from fieldrl.evaluation.backends import check_address, execute
 from fieldrl.evaluation.store import RunFolder, library_versions
 from fieldrl.evaluation.summary import summarize
 from fieldrl.policies import checkpoint
@@ -85,6 +85,10 @@ class Backend:
     jobs: int = 1
     name: str = "local"
     address: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.name == "ray":
+            check_address(self.address)
 
     def execute(self, func: Any, calls: list[Any], progress: Any, on_result: Any) -> list[Any]:
         return execute(func, calls, self.jobs, progress, on_result, self.name, self.address)

@@ -15,10 +15,13 @@ folder must be on storage every machine mounts at the same path (NFS or similar)
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue as queue_module
 import signal
+import socket
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
 from typing import Any
 
 from fieldrl.errors import FieldrlError
@@ -136,13 +139,7 @@ def _execute_ray(
         raise FieldrlError("--backend = 'ray': Ray is not installed (pip install 'ray[default]')") from None
     started_here = not ray.is_initialized()
     if started_here:
-        try:
-            if address is None:
-                ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            else:
-                ray.init(address=address, log_to_driver=False, configure_logging=False)
-        except (ConnectionError, ValueError, RuntimeError) as exc:
-            raise FieldrlError(f"--address = {address!r}: cannot join a Ray cluster there ({exc})") from None
+        _init_ray(ray, jobs, address)
     try:
         events = Queue()
         remote = ray.remote(num_cpus=1, max_retries=0)(_ray_job)
@@ -165,6 +162,54 @@ def _execute_ray(
     finally:
         if started_here:
             ray.shutdown()
+
+
+def check_address(address: str | None, timeout_s: float = 5.0) -> None:
+    """Fail fast, before anything is written, when a ``host:port`` Ray address does not answer.
+
+    Ray itself keeps retrying a dead address for minutes; ``auto`` and addresses without a port
+    are left to Ray.
+    """
+    if address is None:
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise FieldrlError(
+            f"--address = {address!r}: cannot join a Ray cluster there "
+            f"(nothing answers: {exc.strerror or exc}); start one with "
+            "'ray start --head --port PORT' or leave --address out for a local Ray instance"
+        ) from None
+
+
+def _init_ray(ray: Any, jobs: int, address: str | None) -> None:
+    """Start a local Ray instance, or join the cluster at ``address``.
+
+    Ray 2.5x clusters started with ``ray start`` require the token in ``~/.ray/auth_token``;
+    the driver only sends it with ``RAY_AUTH_MODE=token``, so a refused connection is retried
+    once in that mode when the token file exists.
+    """
+    if address is None:
+        ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        return
+    check_address(address)
+    token = Path.home() / ".ray" / "auth_token"
+    for attempt in range(2):
+        try:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+            return
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            ray.shutdown()
+            if attempt == 0 and token.is_file() and "RAY_AUTH_MODE" not in os.environ:
+                os.environ["RAY_AUTH_MODE"] = "token"
+                continue
+            reason = " ".join(str(exc).split())[:200]
+            raise FieldrlError(
+                f"--address = {address!r}: cannot join a Ray cluster there ({reason})"
+            ) from None
 
 
 def _ray_result(ray: Any, ref: Any) -> Any:
