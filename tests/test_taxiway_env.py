@@ -49,7 +49,7 @@ def test_same_seed_same_episode_and_traffic_does_not_depend_on_the_policy():
 
 
 def test_masks_allow_hold_and_only_moves_toward_a_reachable_goal():
-    env = parallel_env(layout="large", density="high", max_slots=40)
+    env = parallel_env(layout="large", density="high", max_slots=40, safety_mask=False)
     env.reset(seed=3)
     s = env.surface
     seen = 0
@@ -69,6 +69,73 @@ def test_masks_allow_hold_and_only_moves_toward_a_reachable_goal():
                 assert mask.sum() == 2 and mask[1]
         env.step({a: int(np.flatnonzero(env.action_mask(a))[-1]) for a in env.agents})
     assert seen > 50
+
+
+def test_safety_mask_removes_exactly_the_moves_that_conflict_whatever_the_others_do():
+    env = parallel_env(layout="large", density="high", max_slots=40)
+    sim, s = env.sim, env.surface
+    env.reset(seed=3)
+    removed = kept = 0
+    for _ in range(120):
+        cells = {i: sim.cell(i) for i in sim.active}
+        for agent in env.agents:
+            i = env.index(agent)
+            m = sim.movements[i]
+            mask, legal = env.action_mask(agent), sim.legal_actions(i)
+            assert mask[0] and set(np.flatnonzero(mask)) <= set(legal)
+            for a in legal[1:]:
+                q = s.action_target(m.pos, a)
+                c, e = int(s.pos_cell[q]), int(s.pos_edge[q])
+                occupied = any(cc == c for j, cc in cells.items() if j != i)
+                oncoming = e >= 0 and e != int(s.pos_edge[m.pos]) and any(
+                    int(s.pos_edge[sim.movements[j].pos]) == e
+                    and int(s.pos_dir[sim.movements[j].pos]) != int(s.pos_dir[q])
+                    for j in sim.active
+                    if j != i
+                )
+                r = int(s.cell_runway[c])
+                runway = (
+                    r >= 0
+                    and r != int(s.cell_runway[s.pos_cell[m.pos]])
+                    and sim.runway_active(r, sim.t + 1, exclude=i)
+                )
+                assert bool(mask[a]) == (not (occupied or oncoming or runway))
+                removed += int(not mask[a])
+                kept += int(mask[a])
+        env.step({a: int(np.flatnonzero(env.action_mask(a))[-1]) for a in env.agents})
+    assert removed > 10 and kept > 50
+
+
+def test_safety_mask_prevents_driving_into_a_holding_aircraft():
+    """Two aircraft on the same shortest path, the first holding: the second may not close in."""
+    for safety in (True, False):
+        env = parallel_env(layout="small", density="low", safety_mask=safety)
+        env.reset(seed=0)
+        sim, s = env.sim, env.surface
+        goal = sim.movements[0].goal if sim.movements[0].departure else sim.movements[0].start
+        # place aircraft 0 and 1 one hop apart along 1's shortest path to the goal
+        lead, follow = sim.movements[0], sim.movements[1]
+        follow.goal, lead.goal = goal, goal
+        far = int(np.argmax(np.where(s.dist_to(goal) < UNREACHABLE, s.dist_to(goal), -1)))
+        follow.pos = far
+        lead.pos = int(s.next_to(goal)[far])
+        sim.active = [0, 1]
+        allowed = env.allowed(1)
+        toward = [a for a in sim.legal_actions(1)[1:] if s.action_target(far, a) == lead.pos]
+        assert toward
+        assert all((a in allowed) != safety for a in toward)
+
+
+def test_seniority_feature_tells_two_aircraft_in_one_cell_apart():
+    env = parallel_env(layout="small", density="high")
+    env.reset(seed=2)
+    sim = env.sim
+    while len(sim.active) < 2:
+        env.step({a: 0 for a in env.agents})
+    i, j = sim.active[:2]
+    sim.movements[j].pos = sim.movements[i].pos
+    obs = env._observe()
+    assert {obs[f"ac{i}"][OWN - 1], obs[f"ac{j}"][OWN - 1]} == {0.0, 1.0}
 
 
 def test_reward_is_the_weighted_sum_of_its_terms_and_conflicts_cost_safety():

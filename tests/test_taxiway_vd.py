@@ -64,3 +64,22 @@ def test_vd_ppo_trains_on_the_taxiway_slots_and_acts_within_the_masks():
         obs, _, term, trunc, _ = envs.step(actions)
         if term[0] or trunc[0]:
             break
+
+
+def test_truncated_episodes_are_bootstrapped_per_term():
+    """Short episodes end by truncation with aircraft still taxiing: each term gets gamma * V_k."""
+    domain = get_domain("taxiway")
+    params = domain.params_model(layout="small", density="high", max_slots=8, horizon_min=1.0, drain_min=0.5)
+    venv = VecMonitor(domain.make_train_vec_env(params, 1, 0))
+    model = VDMaskablePPO("MlpPolicy", venv, n_steps=64, batch_size=256, seed=0, device="cpu", n_epochs=1)
+    calls: list[np.ndarray] = []
+    values = model.env.value_fn
+
+    def spy(obs: np.ndarray) -> np.ndarray:
+        out = values(obs)
+        calls.append(out)
+        return out
+
+    model.env.value_fn = spy
+    model.learn(512)
+    assert calls and all(c.shape[1] == 3 for c in calls)

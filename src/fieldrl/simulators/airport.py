@@ -119,6 +119,8 @@ class SurfaceSim:
             raise ValueError("layout has no usable runway entry or exit")
         self.max_steps = config.horizon_steps + config.drain_steps
         self._near_ball = _balls(surface, surface.separation + 1)
+        # cells from which another aircraft cannot get `separation` away in one step
+        self._sure_ball = _balls(surface, surface.separation - 1) if surface.separation > 1 else None
         self.reset(0)
 
     @property
@@ -186,6 +188,43 @@ class SurfaceSim:
         m = self.movements[i]
         dist = self.s.dist_to(m.goal)
         return [0] + [a for a, q in self.s.successors(m.pos, m.goal) if dist[q] < UNREACHABLE]
+
+    def safe_actions(self, i: int) -> list[int]:
+        """:meth:`legal_actions` without the moves that make a conflict whatever the others do.
+
+        A move is left out when its target cell is so close to another aircraft's cell that no
+        move of that aircraft restores separation (with 2 cells: the target cell is occupied), when
+        it enters a segment in which another aircraft comes the opposite way (it cannot turn back
+        inside a segment, so the two meet head-on or swap), or when it enters a runway that is
+        active next step by someone else. Holding is always allowed. (The only escape
+        the rule ignores is the other aircraft reaching its goal in that step and leaving.)
+        """
+        s, m = self.s, self.movements[i]
+        occupied: set[int] = set()
+        oncoming: dict[int, set[int]] = {}
+        for j in self.active:
+            if j == i:
+                continue
+            pj = self.movements[j].pos
+            occupied.add(int(s.pos_cell[pj]))
+            e = int(s.pos_edge[pj])
+            if e >= 0:
+                oncoming.setdefault(e, set()).add(int(s.pos_dir[pj]))
+        out = [0]
+        for a in self.legal_actions(i)[1:]:
+            q = s.action_target(m.pos, a)
+            c = int(s.pos_cell[q])
+            if self._sure_ball is not None and any(int(cc) in occupied for cc in self._sure_ball[c]):
+                continue
+            e = int(s.pos_edge[q])
+            if e >= 0 and int(s.pos_edge[m.pos]) != e and (oncoming.get(e, set()) - {int(s.pos_dir[q])}):
+                continue
+            r = int(s.cell_runway[c])
+            here = int(s.cell_runway[s.pos_cell[m.pos]])
+            if r >= 0 and r != here and self.runway_active(r, self.t + 1, exclude=i):
+                continue  # entering an active runway (one already on it may move on to clear it)
+            out.append(a)
+        return out
 
     @property
     def finished(self) -> bool:

@@ -2,12 +2,18 @@
 
 Actions (``Discrete(max_degree + 1)``): 0 holds; at a node, ``k`` takes the node's ``k``-th
 segment; inside a segment, 1 continues. ``action_mask(agent)`` allows hold and the moves that
-lead toward the agent's goal (no entering other stands, line-up points or exits).
+lead toward the agent's goal (no entering other stands, line-up points or exits); with
+``safety_mask`` (default) also none of the moves that make a conflict whatever the other
+aircraft do (:meth:`SurfaceSim.safe_actions`: into an occupied cell, into a segment with an
+oncoming aircraft, onto an active runway). What is left to learn is the rest: keeping
+separation while others move, yielding, and not blocking each other for good.
 
 Observation (float32, hierarchical foresight):
 
 1. own state: position (scaled), heading (sin, cos), distance to goal, departure flag, at a
-   node, on a runway cell, share of time held, steps held in a row (/20);
+   node, on a runway cell, share of time held, steps held in a row (/20), seniority (share of the
+   aircraft within 4 cells that appeared after this one: it breaks the tie between two aircraft
+   that otherwise see the same thing and would act alike forever);
 2. level 1 — current conflicts nearby: in conflict now, aircraft within 4 cells, distance of
    the nearest, whether the runway ahead on the own shortest path is active now;
 3. level 2 — predicted occupancy along the next ``horizon_cells`` cells of the own shortest
@@ -43,7 +49,7 @@ from fieldrl.simulators.airport_osm import layout_from_geojson
 LAYOUT_DIR = Path(__file__).parent / "layouts"
 NEAR_RADIUS = 4
 TERMS = ("safety", "efficiency", "progress")
-OWN = 10  # own-state features
+OWN = 11  # own-state features
 
 
 def load_params_layout(layout: str, layout_file: str | None = None) -> Layout:
@@ -149,8 +155,12 @@ class TaxiwayEnv(ParallelEnv):
 
     def action_mask(self, agent: str) -> np.ndarray:
         mask = np.zeros(self.n_actions, dtype=bool)
-        mask[self.sim.legal_actions(self.index(agent))] = True
+        mask[self.allowed(self.index(agent))] = True
         return mask
+
+    def allowed(self, i: int) -> list[int]:
+        """Actions aircraft ``i`` may take now (see the module docstring)."""
+        return self.sim.safe_actions(i) if self.params.safety_mask else self.sim.legal_actions(i)
 
     # ------------------------------------------------------------------ episode
     def reset(self, seed: int | None = None, options: dict | None = None):
@@ -277,11 +287,15 @@ class TaxiwayEnv(ParallelEnv):
                 occupied[cc] = occupied.get(cc, 0) + 1
         near_cells, near_d = self._near[c]
         n_near, nearest = 0, NEAR_RADIUS + 1
+        near_set = {int(cc) for cc in near_cells}
         for cc, dd in zip(near_cells, near_d, strict=True):
             k = occupied.get(int(cc), 0)
             if k:
                 n_near += k
                 nearest = min(nearest, int(dd))
+        near_others = [j for j, cc in cells.items() if j != i and cc in near_set]
+        later = sum(1 for j in near_others if (sim.movements[j].spawn_t, j) > (m.spawn_t, i))
+        own.append(later / len(near_others) if near_others else 1.0)
         in_conflict = float(self._last is not None and self._last.in_conflict.get(i, False))
         path = sim.path_ahead(i, self.horizon)
         rw_now = 0.0
@@ -300,7 +314,7 @@ class TaxiwayEnv(ParallelEnv):
             r = int(s.cell_runway[pc])
             level2 += [float(hit), float(r >= 0 and sim.runway_active(r, sim.t + h, exclude=i))]
         # per action
-        legal = set(sim.legal_actions(i))
+        legal = set(self.allowed(i))
         per = []
         for a in range(self.n_actions):
             if a not in legal:

@@ -21,7 +21,7 @@ KPIS: list[KPI] = [
     ),
     KPI("crossing_wait_s", "Runway-crossing wait per movement", "s", higher_is_better=False, fmt=".1f"),
     KPI("completed_pct", "Movements completed", "%", higher_is_better=True, fmt=".1f"),
-    KPI("decision_ms", "Computation time per decision", "ms", higher_is_better=False, fmt=".3f"),
+    KPI("decision_ms", "Computation time per decision", "ms", False, ".3f", wall_clock=True),
     KPI("return", "Return (summed team reward)", "", higher_is_better=True, fmt=".1f"),
 ]
 

@@ -61,6 +61,12 @@ class TaxiwayParams(BaseModel):
     approach_steps: int = Field(6, ge=0, le=100, description="Steps before touchdown the runway is active.")
     roll_steps: int = Field(8, ge=1, le=100, description="Landing roll-out / take-off roll in steps.")
     max_slots: int = Field(16, ge=1, le=256, description="Most aircraft taxiing at once (agent slots).")
+    safety_mask: bool = Field(
+        True,
+        strict=True,
+        description="Mask moves that make a conflict whatever the others do (occupied cell, oncoming "
+        "aircraft in the segment, active runway); false masks only what the layout forbids.",
+    )
     horizon_cells: int = Field(8, ge=1, le=50, description="Foresight horizon along the own path, in cells.")
     weights: RewardWeights = Field(default_factory=RewardWeights, description="Reward term weights.")
 

@@ -35,11 +35,19 @@ DEFAULT_WEIGHTS = (10.0, 0.1, 0.1)
 
 
 class TermRewardVecEnv(VecEnvWrapper):
-    """Replace the scalar reward by the ``reward_terms`` vector each step's infos carry."""
+    """Replace the scalar reward by the ``reward_terms`` vector each step's infos carry.
+
+    Truncated episodes are bootstrapped here, per term, with ``gamma * V_k(terminal obs)``
+    (``value_fn``, set by :class:`VDMaskablePPO`), and their ``TimeLimit.truncated`` flag is then
+    cleared: MaskablePPO's own bootstrap adds a scalar value to a scalar reward and cannot take
+    the per-term vectors.
+    """
 
     def __init__(self, venv: VecEnv, n_terms: int):
         super().__init__(venv)
         self.n_terms = n_terms
+        self.value_fn: Any = None
+        self.gamma = 0.99
 
     def reset(self) -> Any:
         return self.venv.reset()
@@ -50,6 +58,17 @@ class TermRewardVecEnv(VecEnvWrapper):
         for i, info in enumerate(infos):
             if "reward_terms" in info:
                 terms[i] = info["reward_terms"]
+        cut = [
+            i
+            for i, info in enumerate(infos)
+            if dones[i] and info.get("terminal_observation") is not None and info.get("TimeLimit.truncated")
+        ]
+        if cut:
+            if self.value_fn is not None:
+                last = np.stack([infos[i]["terminal_observation"] for i in cut])
+                terms[cut] += self.gamma * self.value_fn(last).reshape(len(cut), self.n_terms)
+            for i in cut:
+                infos[i]["TimeLimit.truncated"] = False
         return obs, terms, dones, infos
 
 
@@ -143,11 +162,24 @@ class VDMaskablePPO(MaskablePPO):
         if env is not None and not isinstance(env, str):
             env = TermRewardVecEnv(env, len(self.term_weights))
         super().__init__(policy, env, **kwargs)
+        self._hook_values()
 
     def set_env(self, env: Any, force_reset: bool = True) -> None:
         if not isinstance(env, TermRewardVecEnv):
             env = TermRewardVecEnv(env, len(self.term_weights))
         super().set_env(env, force_reset)
+        self._hook_values()
+
+    def _hook_values(self) -> None:
+        """Let the training env bootstrap truncated episodes with this critic (per term)."""
+        if isinstance(self.env, TermRewardVecEnv):
+            self.env.gamma = self.gamma
+            self.env.value_fn = self._values
+
+    def _values(self, obs: np.ndarray) -> np.ndarray:
+        with th.no_grad():
+            tensor = self.policy.obs_to_tensor(obs)[0]
+            return self.policy.predict_values(tensor).cpu().numpy()
 
 
 def _signature() -> inspect.Signature:
