@@ -8,7 +8,11 @@ signals).
 * bare SUMO: ``simulationStep()`` in a loop, in-process (libsumo) and over a TraCI socket;
 * fieldrl env: ``TrafficEnv.step`` (5 s per decision) with per-second pedestrian bookkeeping,
   observations, rewards and KPIs, under libsumo; once on SUMO's program and once under fieldrl's
-  own stage controller (actions from a fixed cycle).
+  own stage controller (actions from a fixed cycle); and the latter once more over TraCI.
+
+Bare stepping compares only SUMO's step (simulation work dominates, so the gap is small); the
+env comparison includes the per-second state queries (persons, lanes, vehicles) an RL env makes,
+each of which is a socket round trip under TraCI and a function call under libsumo.
 """
 
 from __future__ import annotations
@@ -61,32 +65,56 @@ def through_env(params: TrafficParams, seed: int, native: str | None) -> tuple[f
 
 def main() -> None:
     params = TrafficParams()
+    over_traci = TrafficParams(traci=True)
     seeds = [1000, 1001] if quick_mode() else [1000, 1001, 1002, 1003, 1004]
     runs = {
         "libsumo_bare": lambda s: bare(params, s, use_traci=False),
         "traci_bare": lambda s: bare(params, s, use_traci=True),
         "libsumo_env_sumo_program": lambda s: through_env(params, s, "0"),
         "libsumo_env_fieldrl_control": lambda s: through_env(params, s, None),
+        "traci_env_fieldrl_control": lambda s: through_env(over_traci, s, None),
     }
-    rows: dict[str, dict[str, float]] = {}
-    for name, fn in runs.items():
+    rounds = 1 if quick_mode() else 3
+    for fn in runs.values():
         fn(seeds[0])  # warm-up (imports, network and demand files)
-        times, steps = [], 0
+    # interleaved, so a burst of load from other users of the machine hits every variant alike
+    times: dict[str, dict[int, list[float]]] = {name: {s: [] for s in seeds} for name in runs}
+    for _ in range(rounds):
         for s in seeds:
-            elapsed, n = fn(s)
-            times.append(elapsed)
-            steps += n
-        total = float(np.sum(times))
+            for name, fn in runs.items():
+                elapsed, n = fn(s)
+                assert n == params.duration_s, (name, n)
+                times[name][s].append(elapsed)
+    rows: dict[str, dict[str, float]] = {}
+    per_seed: dict[str, list[float]] = {}
+    for name in runs:
+        per_seed[name] = [float(np.median(times[name][s])) for s in seeds]
+        median = float(np.median([t for ts in times[name].values() for t in ts]))
         rows[name] = {
-            "sim_seconds": steps,
-            "wall_seconds": total,
-            "sim_steps_per_s": steps / total,
-            "episode_wall_s_median": float(np.median(times)),
+            "episodes": rounds * len(seeds),
+            "episode_wall_s_median": median,
+            "sim_steps_per_s": params.duration_s / median,
         }
-        print(f"{name:32s} {steps / total:9.0f} sim-steps/s   {np.median(times):6.2f} s per 30-min episode")
+        print(
+            f"{name:32s} {params.duration_s / median:9.0f} sim-steps/s   {median:6.2f} s per 30-min episode"
+        )
     ratio = rows["libsumo_bare"]["sim_steps_per_s"] / rows["traci_bare"]["sim_steps_per_s"]
-    overhead = rows["libsumo_env_sumo_program"]["wall_seconds"] / rows["libsumo_bare"]["wall_seconds"]
-    print(f"libsumo / TraCI: {ratio:.1f}x; env / bare libsumo: {overhead:.2f}x wall time")
+    overhead = (
+        rows["libsumo_env_sumo_program"]["episode_wall_s_median"]
+        / rows["libsumo_bare"]["episode_wall_s_median"]
+    )
+    control = (
+        rows["libsumo_env_fieldrl_control"]["episode_wall_s_median"]
+        / rows["libsumo_bare"]["episode_wall_s_median"]
+    )
+    env_ratio = (
+        rows["libsumo_env_fieldrl_control"]["sim_steps_per_s"]
+        / rows["traci_env_fieldrl_control"]["sim_steps_per_s"]
+    )
+    print(
+        f"libsumo / TraCI: {ratio:.1f}x bare, {env_ratio:.1f}x through the env; "
+        f"env / bare libsumo: {overhead:.2f}x"
+    )
     write_result(
         RESULT,
         {
@@ -95,11 +123,51 @@ def main() -> None:
             "machine": machine_info(eclipse_sumo=version("eclipse-sumo"), libsumo=version("libsumo")),
             "scenario": "traffic/quick single intersection, 1800 s, SUMO step 1 s",
             "seeds": seeds,
+            "rounds": rounds,
+            "statistic": "median wall time per 30-min episode over seeds x rounds (interleaved)",
             "results": rows,
             "libsumo_over_traci_speedup": ratio,
+            "libsumo_over_traci_speedup_through_env": env_ratio,
             "env_over_bare_wall_time": overhead,
-            "env_fieldrl_control_over_bare_wall_time": rows["libsumo_env_fieldrl_control"]["wall_seconds"]
-            / rows["libsumo_bare"]["wall_seconds"],
+            "env_fieldrl_control_over_bare_wall_time": control,
+            "headline": [
+                {
+                    "label": "SUMO, one intersection + pedestrians: sim-steps/s libsumo vs TraCI, same run",
+                    "value": ratio,
+                    "unit": "x",
+                },
+                {
+                    "label": "TrafficEnv (per-second state queries): sim-steps/s libsumo vs TraCI, same run",
+                    "value": env_ratio,
+                    "unit": "x",
+                    "target": "~40x (issue 6)",
+                },
+                {
+                    "label": "TrafficEnv wall time vs bare libsumo stepping, SUMO fixed-time program",
+                    "value": overhead,
+                    "unit": "x",
+                },
+                {
+                    "label": "TrafficEnv wall time vs bare libsumo stepping, fieldrl stage control",
+                    "value": control,
+                    "unit": "x",
+                },
+            ],
+            "curves": [
+                {
+                    "title": "simulated seconds per wall second, 30-min episode",
+                    "xlabel": "episode (held-out demand seed)",
+                    "ylabel": "sim-steps/s",
+                    "log": True,
+                    "series": {
+                        name: {
+                            "x": list(seeds),
+                            "y": [params.duration_s / t for t in per_seed[name]],
+                        }
+                        for name in rows
+                    },
+                }
+            ],
         },
     )
 

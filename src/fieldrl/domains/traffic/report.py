@@ -56,7 +56,7 @@ def delay_boxes(
         data = [
             frame[(frame["policy"] == p) & (frame["metric"] == metric)]["value"].dropna() for p in policies
         ]
-        box = ax.boxplot(data, vert=False, patch_artist=True, widths=0.6, showfliers=True)
+        box = ax.boxplot(data, orientation="horizontal", patch_artist=True, widths=0.6, showfliers=True)
         for patch, p in zip(box["boxes"], policies, strict=True):
             patch.set_facecolor(colors.get(p, "#999999"))
             patch.set_alpha(0.6)
