@@ -6,7 +6,7 @@ Run: ``python benchmarks/bench_taxiway.py [--quick]``. Writes ``benchmarks/resul
    engine alone (moves, spawns, exact conflict detection) and the full PettingZoo step
    (plus every aircraft's foresight observation). Aircraft follow their shortest paths; traffic is
    generated far above capacity so that ``max_active`` aircraft taxi throughout.
-2. Computation per decision of each controller on the large airport at medium density (wall-clock
+2. Computation per decision of each controller on the large airport at each density (wall-clock
    time of the policy's ``act`` per aircraft per step, as the evaluation runner measures it), and
    prioritized planning's time per plan. The learned policy's latency is that of the MaskablePPO
    network used in the scenarios (weights do not change its cost; an untrained one is timed).
@@ -86,11 +86,14 @@ def decision_latency(policy, params: TaxiwayParams, seeds: list[int]) -> dict[st
     }
 
 
+DENSITIES = ("low", "medium", "high")
+
+
 def main() -> None:
     torch.set_num_threads(1)
     quick = quick_mode()
     steps = 100 if quick else 400
-    sizes = (10, 50) if quick else (10, 25, 50, 75, 100)
+    sizes = (10, 50, 100) if quick else (10, 25, 50, 75, 100)
     scaling = []
     for n in sizes:
         engine, mean_n = engine_rate(n, steps, with_obs=False)
@@ -108,23 +111,35 @@ def main() -> None:
             f"{n:4d} aircraft (mean {mean_n:5.1f} taxiing): engine {engine:8.1f} steps/s, "
             f"env with observations {full:7.1f} steps/s"
         )
-    params = TaxiwayParams(layout="large", density="medium", max_slots=40)
-    seeds = [100, 101] if quick else [100, 101, 102, 103]
-    model = sb3_contrib.MaskablePPO(
-        "MlpPolicy", AgentSlotVecEnv([lambda: make_env(params)], seed=0), n_steps=64, seed=0, device="cpu"
-    )
-    policies = {
-        "shortest-path": ShortestPath("shortest-path"),
-        "fcfs": FCFS("fcfs"),
-        "prioritized": Prioritized("prioritized"),
-        "cbs": CBS("cbs", time_limit_s=0.3, max_agents=6),
-        "maskable-ppo": SB3Policy("maskable-ppo", model),
-    }
-    latency = {}
-    for name, policy in policies.items():
-        latency[name] = decision_latency(policy, params, seeds)
-        row = latency[name]
-        print(f"{name:14s} {row['decision_ms']:8.3f} ms/decision, plan {row['plan_ms']:7.2f} ms")
+    densities = ("medium",) if quick else DENSITIES
+    seeds = [100, 101] if quick else [100, 101, 102]
+    latency: dict[str, dict[str, dict[str, float]]] = {}
+    for density in densities:
+        params = TaxiwayParams(layout="large", density=density, max_slots=40)
+        model = sb3_contrib.MaskablePPO(
+            "MlpPolicy",
+            AgentSlotVecEnv([lambda p=params: make_env(p)], seed=0),
+            n_steps=64,
+            seed=0,
+            device="cpu",
+        )
+        policies = {
+            "shortest-path": ShortestPath("shortest-path"),
+            "fcfs": FCFS("fcfs"),
+            "prioritized": Prioritized("prioritized"),
+            "cbs": CBS("cbs", time_limit_s=0.3, max_agents=6),
+            "maskable-ppo": SB3Policy("maskable-ppo", model),
+        }
+        latency[density] = {}
+        for name, policy in policies.items():
+            row = decision_latency(policy, params, seeds)
+            if name == "maskable-ppo":  # an untrained network: only its cost is meaningful
+                row = {"decision_ms": row["decision_ms"]}
+            latency[density][name] = row
+            plan = row.get("plan_ms", 0.0)
+            print(f"{density:6s} {name:14s} {row['decision_ms']:8.3f} ms/decision, plan {plan:7.2f} ms")
+    ref = densities[-1]
+    top = scaling[-1]
     write_result(
         RESULT,
         {
@@ -134,9 +149,64 @@ def main() -> None:
             "quick": quick,
             "layout": "large",
             "scaling": scaling,
-            "latency_params": params.model_dump(),
+            "latency_layout": "large, max_slots 40",
             "latency_seeds": seeds,
             "latency": latency,
+            "headline": [
+                {
+                    "label": f"taxiway engine, {top['max_aircraft']} aircraft allowed (mean "
+                    f"{top['mean_taxiing']:.0f} taxiing): aircraft-steps/s incl. exact conflict detection",
+                    "value": top["aircraft_steps_per_s"],
+                    "unit": "aircraft-steps/s",
+                },
+                {
+                    "label": f"taxiway MaskablePPO network, ms per aircraft decision (large airport, {ref})",
+                    "value": latency[ref]["maskable-ppo"]["decision_ms"],
+                    "unit": "ms",
+                    "target": "<= 5 ms",
+                },
+                {
+                    "label": f"taxiway prioritized planning, ms per aircraft decision (large airport, {ref})",
+                    "value": latency[ref]["prioritized"]["decision_ms"],
+                    "unit": "ms",
+                },
+                {
+                    "label": f"taxiway prioritized planning, ms per plan (large airport, {ref})",
+                    "value": latency[ref]["prioritized"]["plan_ms"],
+                    "unit": "ms",
+                },
+            ],
+            "curves": [
+                {
+                    "title": "engine speed vs aircraft on the surface (large airport)",
+                    "xlabel": "aircraft allowed to taxi at once",
+                    "ylabel": "steps/s",
+                    "log": True,
+                    "series": {
+                        "engine (moves + conflict detection)": {
+                            "x": list(sizes),
+                            "y": [r["engine_steps_per_s"] for r in scaling],
+                        },
+                        "PettingZoo env (+ masks, observations)": {
+                            "x": list(sizes),
+                            "y": [r["env_steps_per_s"] for r in scaling],
+                        },
+                    },
+                },
+                {
+                    "title": "computation per aircraft decision by traffic density (large airport)",
+                    "xlabel": "movements per hour",
+                    "ylabel": "ms per decision",
+                    "log": True,
+                    "series": {
+                        name: {
+                            "x": [TaxiwayParams(layout="large", density=d).rate() for d in densities],
+                            "y": [latency[d][name]["decision_ms"] for d in densities],
+                        }
+                        for name in latency[ref]
+                    },
+                },
+            ],
         },
     )
 

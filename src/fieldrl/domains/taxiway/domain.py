@@ -101,6 +101,7 @@ class TaxiwayDomain(Domain):
     kpis = metrics.KPIS
     heuristics = HEURISTICS
     info_keys = metrics.SCALAR_KEYS
+    extra_wall_clock_metrics = ("plan_ms",)
     eval_batch_size = 64
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> Any:

@@ -74,8 +74,9 @@ def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
 
 
 def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:
-    """Aircraft positions of episode ``index`` (rows ``kind == "aircraft"``: step, slot, x, y) and
-    every conflict of the whole batch (rows ``kind`` = conflict kind: step, episode, x, y)."""
+    """Aircraft positions of episode ``index`` (rows ``kind == "aircraft"``: step, slot, x, y),
+    every conflict of the whole batch (rows ``kind`` = conflict kind: step, episode, x, y) and
+    where aircraft of the whole batch were still taxiing when their period ended (``"stranded"``)."""
     active = np.asarray(record.active, dtype=bool)
     frames = []
     if "slot_x" in record.info:
@@ -110,6 +111,23 @@ def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:
                     "slot": -1,
                     "x": ex[step, ep, k],
                     "y": ey[step, ep, k],
+                }
+            )
+        )
+    if "slot_x" in record.info:  # aircraft still taxiing at the end of the period: stranded
+        last = _last_active(active)
+        sx = np.asarray(record.info["slot_x"], dtype=float)
+        sy = np.asarray(record.info["slot_y"], dtype=float)
+        ep, slot = np.nonzero(np.isfinite(sx[last, np.arange(active.shape[1])]))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "kind": "stranded",
+                    "episode": ep,
+                    "step": last[ep],
+                    "slot": slot,
+                    "x": sx[last[ep], ep, slot],
+                    "y": sy[last[ep], ep, slot],
                 }
             )
         )

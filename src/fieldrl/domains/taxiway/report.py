@@ -25,7 +25,16 @@ KIND_STYLE = {
     "head_on": ("X", "#9467bd", "head-on"),
     "runway": ("^", "#ff7f0e", "runway incursion"),
 }
-CHART_KPIS = ("conflicts_per_100", "taxi_time_min", "throughput_per_hour", "decision_ms")
+STRANDED_STYLE = ("s", "black", "stuck at the end (gridlock)")
+#: KPI -> chart title (plain words; units in the title once)
+CHART_KPIS = {
+    "conflicts_per_100": "Conflicts per 100 movements",
+    "completed_pct": "Movements completed in the period (%)",
+    "taxi_time_min": "Mean taxi time of completed movements (min)",
+    "throughput_per_hour": "Movements completed per hour",
+    "crossing_wait_s": "Wait in front of runway crossings (s per movement)",
+    "decision_ms": "Computation per aircraft decision (ms, log scale)",
+}
 
 
 def _first_seed(traces: pd.DataFrame) -> pd.DataFrame:
@@ -92,13 +101,29 @@ def map_figure(frame: pd.DataFrame, layout: Any, policies: list[str]) -> bytes |
                     label=label,
                 )
             counts.append(f"{len(ev)} {label}")
+        stuck = rows[rows["kind"] == "stranded"]
+        if len(stuck):
+            marker, color, label = STRANDED_STYLE
+            ax.scatter(
+                stuck["x"],
+                stuck["y"],
+                marker=marker,
+                s=18,
+                facecolor="none",
+                edgecolor=color,
+                linewidth=0.8,
+                zorder=6,
+            )
+        counts.append(f"{len(stuck)} stuck at the end")
         ax.set_title(f"{policy}\n" + ", ".join(counts), fontsize=7)
     for ax in axes[len(policies) :]:
         ax.axis("off")
     handles = [
         plt.Line2D([], [], marker=m, color=c, linestyle="", label=lab) for m, c, lab in KIND_STYLE.values()
     ]
-    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    m, c, lab = STRANDED_STYLE
+    handles.append(plt.Line2D([], [], marker=m, markerfacecolor="none", color=c, linestyle="", label=lab))
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return png_bytes(fig)
 
@@ -107,10 +132,18 @@ def kpi_chart(ctx: Any, policies: list[str]) -> bytes | None:
     """Mean KPI with 95 % bootstrap CI per policy, one group of bars per variant (density)."""
     variants = list(ctx.scenario.variant_names)
     kpis = [ctx.domain.kpi(k) for k in CHART_KPIS]
-    fig, axes = plt.subplots(2, 2, figsize=(7.2, 5.4))
+    labels = [_variant_label(ctx, v) for v in variants]
+    fig, axes = plt.subplots(3, 2, figsize=(7.2, 7.6))
     width = 0.8 / max(len(policies), 1)
     palette = plt.get_cmap("tab10")
     for ax, kpi in zip(axes.reshape(-1), kpis, strict=True):
+        means = [_value(ctx, v, p, kpi.name) for v in variants for p in policies]
+        if all(m is None or not m[0] for m in means):  # e.g. no runway crossings on the small airport
+            ax.set_title(CHART_KPIS[kpi.name], fontsize=8)
+            ax.text(0.5, 0.5, "zero for every controller", ha="center", va="center", fontsize=8)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            continue
         for j, policy in enumerate(policies):
             vals, lows, highs = [], [], []
             for v in variants:
@@ -138,8 +171,8 @@ def kpi_chart(ctx: Any, policies: list[str]) -> bytes | None:
                 linewidth=0.3,
             )
         ax.set_xticks(np.arange(len(variants)))
-        ax.set_xticklabels(variants, fontsize=7)
-        ax.set_title(f"{kpi.label} ({kpi.unit})" if kpi.unit else kpi.label, fontsize=8)
+        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_title(CHART_KPIS[kpi.name], fontsize=8)
         if kpi.name == "decision_ms":
             ax.set_yscale("log")
         ax.tick_params(labelsize=7)
@@ -149,6 +182,12 @@ def kpi_chart(ctx: Any, policies: list[str]) -> bytes | None:
     return png_bytes(fig)
 
 
+def _variant_label(ctx: Any, variant: str) -> str:
+    params = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
+    rate = f"{params.rate():g} movements/h"
+    return rate if variant == "default" else f"{variant} ({rate})"
+
+
 def _value(ctx: Any, variant: str, policy: str, kpi: str) -> tuple[float, float, float] | None:
     entry = ctx.summary["variants"][variant]["policies"].get(policy, {}).get(kpi, {}).get("mean")
     if entry is None:
@@ -156,63 +195,66 @@ def _value(ctx: Any, variant: str, policy: str, kpi: str) -> tuple[float, float,
     return entry["value"], entry["low"], entry["high"]
 
 
-def manager_text(ctx: Any, variant: str, policies: list[str], planner: str | None) -> str:
-    """The findings in plain words for an airport operations manager."""
-    parts = []
-    conf = {p: _value(ctx, variant, p, "conflicts_per_100") for p in policies}
-    conf = {p: v for p, v in conf.items() if v is not None}
+def _ci(v: tuple[float, float, float], unit: str = "") -> str:
+    return f"{fmt(v[0])}{unit} [{fmt(v[1])}, {fmt(v[2])}]"
+
+
+def manager_text(ctx: Any, variant: str, policies: list[str], planner: str | None) -> list[str]:
+    """The findings in plain words for an airport operations manager, one short paragraph each."""
+    values = {
+        kpi: {p: v for p in policies if (v := _value(ctx, variant, p, kpi)) is not None}
+        for kpi in ("conflicts_per_100", "completed_pct", "taxi_time_min", "throughput_per_hour")
+    }
+    conf, done, taxi = values["conflicts_per_100"], values["completed_pct"], values["taxi_time_min"]
     if not conf:
-        return ""
-    safest = min(conf, key=lambda p: conf[p][0])
-    parts.append(
-        "Conflicts per 100 movements (two aircraft closer than the separation minimum, meeting head-on on "
-        "a taxiway, or an aircraft on a runway that is in use), mean with 95 % confidence interval: "
-        + "; ".join(f"{p} {fmt(v)} [{fmt(lo)}, {fmt(hi)}]" for p, (v, lo, hi) in conf.items())
-        + "."
-    )
-    taxi = {p: _value(ctx, variant, p, "taxi_time_min") for p in policies}
-    done = {p: _value(ctx, variant, p, "completed_pct") for p in policies}
-    parts.append(
-        "Mean taxi time (pushback request to take-off roll, or runway exit to stand) of completed movements: "
-        + "; ".join(f"{p} {fmt(v[0])} min" for p, v in taxi.items() if v is not None)
-        + ". Movements completed before the end of the period: "
-        + "; ".join(f"{p} {fmt(v[0])} %" for p, v in done.items() if v is not None)
-        + " (a controller that lets aircraft block each other strands traffic; its taxi times only count "
-        "the aircraft that got through)."
-    )
+        return []
+    params = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
+    near_m = (params.separation_cells - 1) * params.cell_m
+    parts = [
+        "Safety, conflicts per 100 movements (two aircraft within "
+        f"{near_m:g} m of each other along the taxiways, two aircraft nose to nose in one taxiway segment, "
+        "or an aircraft on a runway in use; mean over the test periods with its 95 % confidence "
+        "interval): " + "; ".join(f"{p} {_ci(v)}" for p, v in conf.items()) + ".",
+        "Getting traffic through, share of the period's movements completed before it ended: "
+        + "; ".join(f"{p} {_ci(v, ' %')}" for p, v in done.items())
+        + ". A movement not completed was stuck on the taxiways (gridlock: aircraft waiting for each "
+        "other for good; black squares on the map), or could not push back or vacate the runway "
+        "because the taxiways were full.",
+        "Mean taxi time of the completed movements (pushback request to take-off roll, or runway exit "
+        "to stand): "
+        + "; ".join(f"{p} {_ci(v, ' min')}" for p, v in taxi.items())
+        + ". A controller that strands traffic can show short taxi times: only the aircraft that got "
+        "through are counted.",
+    ]
     if planner is not None and planner in conf:
-        pv = conf[planner][0]
-        pt = taxi.get(planner)
-        learned = [e.label for e in ctx.scenario.policies.learned if e.label in conf]
-        for lp in learned:
-            lt = taxi.get(lp)
-            if pt is None or lt is None:
+        pv, pt, pd_ = conf[planner][0], taxi.get(planner), done.get(planner)
+        for lp in [e.label for e in ctx.scenario.policies.learned if e.label in conf]:
+            lt, ld = taxi.get(lp), done.get(lp)
+            if pt is None or lt is None or ld is None or pd_ is None:
                 continue
             gap = 100.0 * (lt[0] / pt[0] - 1.0) if pt[0] else float("nan")
-            ld, pd_ = done.get(lp), done.get(planner)
-            all_through = ld is None or pd_ is None or ld[0] >= pd_[0] - 0.5
-            verdict = "meets" if conf[lp][0] <= pv and abs(gap) <= 5.0 and all_through else "does not meet"
+            all_through = ld[0] >= pd_[0] - 0.5
+            ok = conf[lp][0] <= pv and abs(gap) <= 5.0 and all_through
             parts.append(
-                f"Against the planning baseline ({planner}): {lp} has {fmt(conf[lp][0])} conflicts per 100 "
-                f"movements vs {fmt(pv)}, and a mean taxi time {fmt(abs(gap))} % "
-                f"{'longer' if gap >= 0 else 'shorter'}"
-                + ("" if all_through else f", but completes only {fmt(ld[0])} % of movements vs ")
-                + ("" if all_through else f"{fmt(pd_[0])} %")
-                + f"; it {verdict} the target of no more conflicts, taxi time within 5 % and every "
-                "movement completed."
+                f"Target check for {lp} against {planner}: {fmt(conf[lp][0])} vs {fmt(pv)} conflicts per "
+                f"100 movements, {fmt(ld[0])} % vs {fmt(pd_[0])} % of movements completed, taxi time "
+                f"{fmt(abs(gap))} % {'longer' if gap >= 0 else 'shorter'}. It "
+                + ("meets" if ok else "does not meet")
+                + " the target (no more conflicts, every movement through, taxi time within 5 %)."
             )
+    safest = min(conf, key=lambda p: (conf[p][0], -done.get(p, (0.0,))[0]))
     parts.append(
-        f"For operations: the safest controller here was {safest}. "
+        f"For operations: the safest controller that also got the traffic through here was {safest}. "
         + (
-            f"{planner} plans every taxi route in space and time as the aircraft calls for pushback or "
-            "vacates the runway, so no two plans meet; it is the reference a learned controller must match "
-            "before it is worth trialling. "
+            f"{planner} plans each aircraft's route in space and time when it calls for pushback or "
+            "vacates the runway, around the routes already planned, so no two plans meet; a learned "
+            "controller must match it before it is worth a trial. "
             if planner is not None
             else ""
         )
-        + "These are simulated schematic airports, not a safety case."
+        + "These are simulated, schematic airports, not a safety case."
     )
-    return " ".join(parts)
+    return parts
 
 
 def report_section(ctx: Any) -> list[Any]:
@@ -226,7 +268,7 @@ def report_section(ctx: Any) -> list[Any]:
         layout = load_params_layout(params.layout, params.layout_file)
         heading = [] if variant == "default" else [Paragraph(f"Density {variant}", styles["Heading3"])]
         story += heading
-        story.append(ctx.para(manager_text(ctx, variant, order, planner)))
+        story += [ctx.para(text) for text in manager_text(ctx, variant, order, planner)]
         frame = traces[traces["variant"] == variant] if not traces.empty else pd.DataFrame()
         if frame.empty or "kind" not in frame:
             continue
@@ -238,9 +280,10 @@ def report_section(ctx: Any) -> list[Any]:
                     [
                         ctx.para(
                             f"{layout.name}, {params.rate():g} movements per hour. Coloured lines: the taxi "
-                            "paths of the first held-out period (one colour per agent slot); markers: where "
-                            "conflicts happened in all held-out periods evaluated together with it. Grey "
-                            "squares are stands, dark bars runways. " + layout.source + "."
+                            "routes flown in the first test period; red, purple and orange markers: where "
+                            "conflicts happened in all test periods; black squares: where aircraft were "
+                            "still stuck when a test period ended. Grey squares are stands, dark bars "
+                            "runways. " + layout.source + "."
                         ),
                         ctx.figure(f"taxiway-map-{variant}", png),
                     ]
@@ -251,9 +294,9 @@ def report_section(ctx: Any) -> list[Any]:
         story.append(Paragraph("Key figures by traffic density", styles["Heading3"]))
         story.append(
             ctx.para(
-                "Mean over held-out periods with 95 % bootstrap confidence intervals. Computation per "
-                "decision is the controller's wall-clock time per aircraft per 5-second step on this machine "
-                "(log scale)."
+                "Mean over the test periods (traffic not used in training) with 95 % bootstrap confidence "
+                "intervals. Computation per decision is the controller's time per aircraft per 5-second "
+                "step on this (shared) computer, log scale."
             )
         )
         story.append(ctx.figure("taxiway-kpis", chart))
