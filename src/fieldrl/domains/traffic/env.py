@@ -399,7 +399,7 @@ class TrafficEnv(ParallelEnv):
             "pedestrian_delay_p95": float(np.percentile(ped, 95)) if len(ped) else 0.0,
             "pedestrian_max_wait": max(self.ped_max_wait.values(), default=0.0),
             "vehicle_max_wait": max(self.veh_max_wait.values(), default=0.0),
-            "throughput": self.arrived / max(self.time_s, 1) * 3600.0,
+            "throughput": self.arrived / max(self.time_s, 1) * 60.0,  # people per minute
             "jain_modes": jain([m for m, d in ((vm, veh), (pm, ped)) if len(d)] or [0.0]),
             "queue_mean": self.queue_sum / max(self.time_s, 1),
             "time_s": float(self.time_s),

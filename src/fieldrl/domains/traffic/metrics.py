@@ -15,7 +15,7 @@ KPIS: list[KPI] = [
     KPI("pedestrian_delay_mean", "Mean pedestrian delay", "s", higher_is_better=False, fmt=".1f"),
     KPI("pedestrian_delay_p95", "95th-percentile pedestrian delay", "s", higher_is_better=False, fmt=".0f"),
     KPI("pedestrian_max_wait", "Longest pedestrian wait", "s", higher_is_better=False, fmt=".0f"),
-    KPI("throughput", "Throughput (people arriving)", "people/h", higher_is_better=True, fmt=".0f"),
+    KPI("throughput", "Throughput (people arriving)", "people/min", higher_is_better=True, fmt=".1f"),
     KPI("jain_modes", "Fairness between modes (Jain)", "0-1", higher_is_better=True, fmt=".3f"),
     KPI("queue_mean", "Mean vehicle queue", "vehicles", higher_is_better=False, fmt=".1f"),
 ]

@@ -233,7 +233,11 @@ def report_section(ctx: Any) -> list[Any]:
             "standing (almost all of it at signalised crossings). Every driver and every pedestrian "
             "counts once in the mean "
             "person delay. Fairness between modes is Jain's index of the two modes' mean delays (1 = both "
-            "modes wait equally long on average, 0.5 = one mode carries all the delay)."
+            "modes wait equally long on average, 0.5 = one mode carries all the delay). The longest "
+            "pedestrian wait is the longest time any one pedestrian stood still in the episode; it can "
+            "exceed a signal cycle, because SUMO's pedestrians do not step onto a green crossing while "
+            "turning vehicles (which turn permissively across it) are on it, so at a busy junction some "
+            "miss a whole green."
         )
     )
     order = _order(ctx)
