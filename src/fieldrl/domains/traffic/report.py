@@ -272,7 +272,9 @@ def report_section(ctx: Any) -> list[Any]:
                     ),  # fmt: skip
                     ctx.para(
                         "Each point is a policy's mean vehicle and pedestrian delay with 95 % bootstrap "
-                        "intervals. Points above the dashed line make pedestrians wait longer than drivers.",
+                        "intervals. Points above the dashed line make pedestrians wait longer than drivers, "
+                        "points below it drivers. Jain's index drops either way: a controller that cuts "
+                        "pedestrian delay below drivers' scores lower without treating pedestrians worse.",
                         "Small",
                     ),
                 ]
