@@ -218,3 +218,24 @@ def test_training_with_several_libsumo_simulations_uses_one_process_each():
         assert rew.shape == (8,) and not done.any()
     finally:
         venv.close()
+
+
+def test_actuated_program_extends_every_green_but_not_yellows_or_pedestrian_clearances():
+    from fieldrl.domains.traffic.programs import actuated_xml
+
+    phases = [
+        (37.0, "gGGrrrGr"),  # major green, crossing 6 green
+        (5.0, "gGGrrrrr"),  # pedestrian clearance: the same vehicle greens, crossing red
+        (3.0, "yyyrrrrr"),
+        (6.0, "rrrGGrrr"),  # short protected left turn
+        (3.0, "rrryyrrr"),
+    ]
+    root = ET.fromstring(actuated_xml({"J": phases}, 10, 90))
+    got = [(p.get("state"), p.get("minDur"), p.get("maxDur")) for p in root.iter("phase")]
+    assert got == [
+        ("gGGrrrGr", "10", "90"),
+        ("gGGrrrrr", None, None),
+        ("yyyrrrrr", None, None),
+        ("rrrGGrrr", "6", "90"),
+        ("rrryyrrr", None, None),
+    ]

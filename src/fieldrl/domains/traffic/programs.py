@@ -3,7 +3,8 @@
 * ``0``: the fixed-time program netconvert/netgenerate builds (SUMO's defaults: 90 s cycle
   split between the major greens, 5 s pedestrian clearance, 3 s yellow);
 * ``actuated``: the same phases as SUMO ``type="actuated"`` (gap-based extension with the induction
-  loops SUMO places itself), each major green between ``min_green_s`` and ``max_green_s``;
+  loops SUMO places itself), each green phase (protected left turns included, pedestrian
+  clearances not) between ``min_green_s`` and ``max_green_s``;
 * ``webster``: fixed-time with cycle and splits from SUMO's ``tlsCycleAdaptation.py`` (Webster's
   formula) for the busiest demand period's mean rates. The tool treats the pedestrian-clearance
   phase as one more green and, at light demand, cuts walk and clearance to 4 s each; fieldrl
@@ -29,12 +30,15 @@ def actuated_xml(programs: dict[str, Program], min_green: int, max_green: int) -
     lines = ["<additional>"]
     for tls, phases in programs.items():
         lines.append(f'  <tlLogic id="{tls}" type="actuated" programID="actuated" offset="0">')
-        for duration, state in phases:
-            major = "y" not in state and any(c in "Gg" for c in state) and duration > 6
+        for k, (duration, state) in enumerate(phases):
+            prev = phases[k - 1][1]
+            # every green phase extends on demand (protected left-turn phases too, or they starve
+            # while the through phases run to max green); yellows and pedestrian clearances stay fixed
+            major = "y" not in state and any(c in "Gg" for c in state) and not _is_clearance(state, prev)
             if major:
                 lines.append(
-                    f'    <phase duration="{duration:g}" minDur="{min_green}" maxDur="{max_green}" '
-                    f'state="{state}"/>'
+                    f'    <phase duration="{duration:g}" minDur="{min(min_green, duration):g}" '
+                    f'maxDur="{max(max_green, duration):g}" state="{state}"/>'
                 )
             else:
                 lines.append(f'    <phase duration="{duration:g}" state="{state}"/>')
@@ -44,7 +48,7 @@ def actuated_xml(programs: dict[str, Program], min_green: int, max_green: int) -
 
 
 def actuated_file(net_file: Path, programs: dict[str, Program], min_green: int, max_green: int) -> Path:
-    path = cache_root() / "programs" / f"actuated-{digest([str(net_file), min_green, max_green])}.add.xml"
+    path = cache_root() / "programs" / f"actuated-{digest([str(net_file), min_green, max_green, 2])}.add.xml"
     if not path.exists():
         write_atomic(path, actuated_xml(programs, min_green, max_green))
     return path
