@@ -239,3 +239,26 @@ def test_actuated_program_extends_every_green_but_not_yellows_or_pedestrian_clea
         ("rrrGGrrr", "6", "90"),
         ("rrryyrrr", None, None),
     ]
+
+
+def test_actuated_settings_set_its_own_green_limits_and_reject_max_below_min():
+    from types import SimpleNamespace
+
+    from fieldrl.domains.traffic.heuristics import HEURISTICS
+
+    spec = HEURISTICS["actuated"]
+    with pytest.raises(ValidationError, match="max_green_s"):
+        spec.settings_model.model_validate({"min_green_s": 30, "max_green_s": 20})
+    policy = spec.build(
+        spec.settings_model.model_validate({"min_green_s": 20, "max_green_s": 40}), short(), "a"
+    )
+    env = TrafficEnv(short())
+    env.reset(seed=3)
+    policy.bind_envs(SimpleNamespace(envs=[env]))
+    logic = next(
+        lg for lg in env._handle.trafficlight.getAllProgramLogics("A0") if lg.programID == "actuated"
+    )
+    limits = sorted({(ph.minDur, ph.maxDur) for ph in logic.phases if ph.minDur != ph.maxDur})
+    assert limits == [(20.0, 40.0)]
+    assert env._handle.trafficlight.getProgram("A0") == "actuated"
+    env.close()

@@ -193,6 +193,22 @@ class TrafficEnv(ParallelEnv):
             self._handle.trafficlight.setProgram(tls, program_id)
             self._handle.trafficlight.setPhase(tls, 0)
 
+    def set_green_limits(self, program_id: str, min_green_s: int | None, max_green_s: int | None) -> None:
+        """Change the min/max green of SUMO program ``program_id``'s extendable phases (actuated
+        control's own settings) and restart it at phase 0; fixed phases (yellows, clearances) stay."""
+        h = self._handle
+        for tls in self.controllers:
+            logic = next(lg for lg in h.trafficlight.getAllProgramLogics(tls) if lg.programID == program_id)
+            for phase in logic.phases:
+                if phase.minDur != phase.maxDur:
+                    if max_green_s is not None:
+                        phase.maxDur = float(max_green_s)
+                    if min_green_s is not None:
+                        phase.minDur = float(min(min_green_s, phase.maxDur))
+            h.trafficlight.setProgramLogic(tls, logic)
+            h.trafficlight.setProgram(tls, program_id)
+            h.trafficlight.setPhase(tls, 0)
+
     # ------------------------------------------------------------------ bookkeeping
     def _reset_tallies(self) -> None:
         self.time_s = 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fieldrl.domains.base import HeuristicSpec
 from fieldrl.domains.traffic.env import TrafficEnv
@@ -32,6 +32,25 @@ class PedestrianActuatedSettings(_Settings):
     ped_call_count: int = Field(
         6, ge=1, le=200, description="Serve a crossing once this many people wait at it."
     )
+
+
+class ActuatedSettings(_Settings):
+    min_green_s: int | None = Field(
+        None, ge=1, le=120, description="Actuated minimum green (s); None = the scenario's min_green_s."
+    )
+    max_green_s: int | None = Field(
+        None, ge=5, le=600, description="Actuated maximum green (s); None = the scenario's max_green_s."
+    )
+
+    @model_validator(mode="after")
+    def _order(self) -> ActuatedSettings:
+        if (
+            self.min_green_s is not None
+            and self.max_green_s is not None
+            and self.max_green_s < self.min_green_s
+        ):
+            raise ValueError(f"max_green_s ({self.max_green_s}) must be >= min_green_s ({self.min_green_s})")
+        return self
 
 
 class _EnvPolicy:
@@ -67,14 +86,19 @@ class _EnvPolicy:
 class SumoProgram(_EnvPolicy):
     """Let SUMO run one of its programs at every junction (actions are ignored)."""
 
-    def __init__(self, name: str, program_id: str):
+    def __init__(
+        self, name: str, program_id: str, min_green_s: int | None = None, max_green_s: int | None = None
+    ):
         super().__init__(name)
         self.program_id = program_id
+        self.limits = (min_green_s, max_green_s)
 
     def bind_envs(self, envs: Any) -> None:
         super().bind_envs(envs)
         for env in envs.envs:
             env.use_program(self.program_id)
+            if self.limits != (None, None):
+                env.set_green_limits(self.program_id, *self.limits)
 
     def choose(self, env: TrafficEnv, agent: str) -> int:
         return 0
@@ -194,9 +218,10 @@ HEURISTICS: dict[str, HeuristicSpec] = {
         "pedestrian walk and clearance minimums kept.",
     ),
     "actuated": HeuristicSpec(
-        NoSettings,
-        lambda s, p, name: SumoProgram(name, "actuated"),
-        "SUMO's gap-based actuated control on the same phases (min/max green from the scenario).",
+        ActuatedSettings,
+        lambda s, p, name: SumoProgram(name, "actuated", s.min_green_s, s.max_green_s),
+        "SUMO's gap-based actuated control on the same phases (min/max green from the scenario unless "
+        "set in its settings).",
     ),
     "max-pressure": HeuristicSpec(
         NoSettings, lambda s, p, name: MaxPressure(name), "Max-pressure (Varaiya 2013) over vehicle queues."
