@@ -262,3 +262,24 @@ def test_actuated_settings_set_its_own_green_limits_and_reject_max_below_min():
     assert limits == [(20.0, 40.0)]
     assert env._handle.trafficlight.getProgram("A0") == "actuated"
     env.close()
+
+
+def test_report_knows_vehicle_only_networks_and_draws_one_delay_panel_for_them():
+    import pandas as pd
+
+    from fieldrl.domains.traffic.report import delay_boxes, has_pedestrians
+
+    resco = TrafficParams(
+        net_file="sumo-rl:RESCO/cologne1/cologne1.net.xml",
+        route_file="sumo-rl:RESCO/cologne1/cologne1.rou.xml",
+        begin_s=25200,
+    )
+    assert not has_pedestrians(resco)
+    assert has_pedestrians(short())
+    rows = [
+        {"variant": "default", "policy": p, "metric": m, "value": v}
+        for p, v in (("a", 10.0), ("b", 20.0))
+        for m in ("vehicle_delay_mean", "vehicle_delay_p95")
+    ]
+    png = delay_boxes(pd.DataFrame(rows), "default", ["a", "b"], {}, pedestrians=False)
+    assert png is not None and png[:4] == b"\x89PNG"

@@ -42,17 +42,17 @@ def _fixed_label(ctx: Any) -> str | None:
 
 
 def delay_boxes(
-    results: pd.DataFrame, variant: str, order: list[str], colors: dict[str, str]
+    results: pd.DataFrame, variant: str, order: list[str], colors: dict[str, str], pedestrians: bool = True
 ) -> bytes | None:
     """Per policy: mean delay per held-out episode, vehicles and pedestrians side by side."""
     frame = results[(results["variant"] == variant)]
     if frame.empty:
         return None
     policies = [p for p in order if p in set(frame["policy"])]
-    fig, axes = plt.subplots(1, 2, figsize=(7.2, 0.42 * len(policies) + 1.4), sharey=True)
-    for ax, (metric, title) in zip(
-        axes, [("vehicle_delay_mean", "vehicles"), ("pedestrian_delay_mean", "pedestrians")], strict=True
-    ):
+    modes = [("vehicle_delay_mean", "vehicles")] + ([("pedestrian_delay_mean", "pedestrians")] * pedestrians)
+    fig, axes = plt.subplots(1, len(modes), figsize=(7.2, 0.42 * len(policies) + 1.4), sharey=True)
+    axes = np.atleast_1d(axes)
+    for ax, (metric, title) in zip(axes, modes, strict=True):
         data = [
             frame[(frame["policy"] == p) & (frame["metric"] == metric)]["value"].dropna() for p in policies
         ]
@@ -67,7 +67,7 @@ def delay_boxes(
         ax.grid(axis="x", alpha=0.3)
         ax.set_xlim(left=0)
     axes[0].set_yticks(np.arange(1, len(policies) + 1), policies, fontsize=8)
-    axes[1].legend(fontsize=7, loc="lower right")
+    axes[-1].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return png_bytes(fig)
 
@@ -107,15 +107,21 @@ def _first_seed(traces: pd.DataFrame) -> pd.DataFrame:
 
 
 def peak_series(
-    frame: pd.DataFrame, policies: list[str], periods: list[Any], colors: dict[str, str]
+    frame: pd.DataFrame,
+    policies: list[str],
+    periods: list[Any],
+    colors: dict[str, str],
+    pedestrians: bool = True,
 ) -> bytes:
     """Queue, waiting pedestrians and the longest current pedestrian wait through the demand periods."""
-    panels = [
-        ("queue_now", "halting vehicles"),
-        ("peds_waiting_now", "pedestrians waiting"),
-        ("ped_longest_wait_now", "longest ped. wait\nnow (s), junction 1"),
-    ]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(7.2, 6.2), sharex=True)
+    panels = [("queue_now", "halting vehicles")]
+    if pedestrians:
+        panels += [
+            ("peds_waiting_now", "pedestrians waiting"),
+            ("ped_longest_wait_now", "longest ped. wait\nnow (s), junction 1"),
+        ]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7.2, 2.2 + 1.35 * len(panels)), sharex=True)
+    axes = np.atleast_1d(axes)
     for p in policies:
         rows = frame[frame["policy"] == p]
         for ax, (col, _) in zip(axes, panels, strict=True):
@@ -170,16 +176,29 @@ def _pair(entry: dict[str, Any], policy: str, baseline: str, kpi: str) -> dict[s
     return None
 
 
-def finding(ctx: Any, variant: str) -> str:
+def has_pedestrians(params: Any) -> bool:
+    """Whether the scenario's network has signalised crossings (RESCO's networks have none)."""
+    from fieldrl.domains.traffic.env import net_file_for, probe_layouts
+
+    layouts, _ = probe_layouts(net_file_for(params), params.pedestrian_stage)
+    return any(lay.crossings for lay in layouts)
+
+
+def finding(ctx: Any, variant: str, pedestrians: bool = True) -> str:
     """Plain words for a traffic engineer: best controllers vs fixed-time, per mode and at the worst."""
     entry = ctx.summary["variants"][variant]
     pols, kinds = entry["policies"], _kind(ctx)
     fixed = _fixed_label(ctx)
     best_h, best_l = entry.get("best_heuristic"), entry.get("best_learned")
     n = next(iter(pols.values()))["person_delay_mean"]["n_eval_seeds"]
-    parts = [f"Over {n} held-out days of demand at this site,"]
+    parts = [f"Over {n} held-out {'days of demand' if pedestrians else 'episodes'} at this site,"]
 
     def describe(p: str) -> str:
+        if not pedestrians:
+            return (
+                f"a mean vehicle delay of {_value(pols, p, 'vehicle_delay_mean'):.1f} s (95th percentile "
+                f"{_value(pols, p, 'vehicle_delay_p95'):.0f} s)"
+            )
         return (
             f"a mean person delay of {_value(pols, p, 'person_delay_mean'):.1f} s (drivers "
             f"{_value(pols, p, 'vehicle_delay_mean'):.1f} s, pedestrians "
@@ -202,7 +221,7 @@ def finding(ctx: Any, variant: str) -> str:
                 r = paired["relative_percent"]
                 change += f" (paired 95 % CI {r['low']:+.0f} % to {r['high']:+.0f} %)"
         parts.append(f"The {kind}, {p}, gives {describe(p)}{change}.")
-    if best_l and fixed and best_l in pols and fixed in pols:
+    if best_l and fixed and best_l in pols and fixed in pols and pedestrians:
         cut = 1 - _value(pols, best_l, "person_delay_mean") / _value(pols, fixed, "person_delay_mean")
         ped_ok = _value(pols, best_l, "pedestrian_max_wait") <= _value(pols, fixed, "pedestrian_max_wait")
         goal = cut >= 0.30 and ped_ok
@@ -223,30 +242,58 @@ def finding(ctx: Any, variant: str) -> str:
     return " ".join(parts)
 
 
+def _fairness_block(ctx: Any, variant: str, order: list[str], colors: dict[str, str]) -> Any:
+    return KeepTogether(
+        [
+            Paragraph("Who waits: fairness between modes", ctx.styles["Heading3"]),
+            ctx.figure(
+                f"traffic-fairness-{variant}",
+                fairness_chart(ctx.summary, variant, order, colors),
+                width=0.75 * 17 * 28.35,
+            ),
+            ctx.para(
+                "Each point is a policy's mean vehicle and pedestrian delay with 95 % bootstrap "
+                "intervals. Points above the dashed line make pedestrians wait longer than drivers, "
+                "points below it drivers. Jain's index drops either way: a controller that cuts "
+                "pedestrian delay below drivers' scores lower without treating pedestrians worse.",
+                "Small",
+            ),
+        ]
+    )
+
+
 def report_section(ctx: Any) -> list[Any]:
     styles = ctx.styles
     story: list[Any] = [Paragraph("Vehicles and pedestrians", styles["Heading2"])]
-    story.append(
-        ctx.para(
+    first = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(ctx.scenario.variant_names[0]))
+    if has_pedestrians(first):
+        intro = (
             "Delay is counted per person: a driver's delay is SUMO's time loss against driving at the "
             "speed limit plus any wait to enter the network; a pedestrian's delay is the time spent "
             "standing (almost all of it at signalised crossings). Every driver and every pedestrian "
-            "counts once in the mean "
-            "person delay. Fairness between modes is Jain's index of the two modes' mean delays (1 = both "
-            "modes wait equally long on average, 0.5 = one mode carries all the delay). The longest "
-            "pedestrian wait is the longest time any one pedestrian stood still in the episode; it can "
-            "exceed a signal cycle, because SUMO's pedestrians do not step onto a green crossing while "
-            "turning vehicles (which turn permissively across it) are on it, so at a busy junction some "
-            "miss a whole green."
+            "counts once in the mean person delay. Fairness between modes is Jain's index of the two "
+            "modes' mean delays (1 = both modes wait equally long on average, 0.5 = one mode carries all "
+            "the delay). The longest pedestrian wait is the longest time any one pedestrian stood still "
+            "in the episode; it can exceed a signal cycle, because SUMO's pedestrians do not step onto a "
+            "green crossing while turning vehicles (which turn permissively across it) are on it, so at a "
+            "busy junction some miss a whole green."
         )
-    )
+    else:
+        intro = (
+            "This network has no signalised pedestrian crossings: a driver's delay is SUMO's time loss "
+            "against driving at the speed limit plus any wait to enter the network; pedestrian figures "
+            "are zero and the pedestrian charts are left out."
+        )
+    story.append(ctx.para(intro))
     order = _order(ctx)
     colors = _palette(order)
     for variant in ctx.scenario.variant_names:
+        params = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
+        peds = has_pedestrians(params)
         heading = [] if variant == "default" else [Paragraph(f"Setting {variant}", styles["Heading3"])]
         story.append(Paragraph("Finding for the traffic engineer", styles["Heading3"]))
-        story.append(ctx.para(finding(ctx, variant), "Finding"))
-        png = delay_boxes(ctx.results, variant, order, colors)
+        story.append(ctx.para(finding(ctx, variant, peds), "Finding"))
+        png = delay_boxes(ctx.results, variant, order, colors, peds)
         if png is not None:
             story.append(
                 KeepTogether(
@@ -261,25 +308,8 @@ def report_section(ctx: Any) -> list[Any]:
                     ]
                 )
             )
-        story.append(
-            KeepTogether(
-                [
-                    Paragraph("Who waits: fairness between modes", styles["Heading3"]),
-                    ctx.figure(
-                        f"traffic-fairness-{variant}",
-                        fairness_chart(ctx.summary, variant, order, colors),
-                        width=0.75 * 17 * 28.35,
-                    ),  # fmt: skip
-                    ctx.para(
-                        "Each point is a policy's mean vehicle and pedestrian delay with 95 % bootstrap "
-                        "intervals. Points above the dashed line make pedestrians wait longer than drivers, "
-                        "points below it drivers. Jain's index drops either way: a controller that cuts "
-                        "pedestrian delay below drivers' scores lower without treating pedestrians worse.",
-                        "Small",
-                    ),
-                ]
-            )
-        )
+        if peds:
+            story.append(_fairness_block(ctx, variant, order, colors))
         if ctx.traces.empty:
             continue
         traces = _first_seed(ctx.traces[ctx.traces["variant"] == variant])
@@ -289,7 +319,6 @@ def report_section(ctx: Any) -> list[Any]:
             p for p in dict.fromkeys([fixed, entry.get("best_heuristic"), entry.get("best_learned")]) if p
         ]
         shown = [p for p in shown if p in set(traces["policy"])]
-        params = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
         if shown and "time_s" in traces:
             story.append(
                 KeepTogether(
@@ -298,13 +327,18 @@ def report_section(ctx: Any) -> list[Any]:
                             "Through the peak: queues and waits over one held-out day", styles["Heading3"]
                         ),
                         ctx.figure(
-                            f"traffic-peak-{variant}", peak_series(traces, shown, params.periods, colors)
+                            f"traffic-peak-{variant}",
+                            peak_series(traces, shown, params.periods, colors, peds),
                         ),
                         ctx.para(
                             "Fixed-time, the best standard and the best learned controller on the first "
                             "held-out day (same demand for all), every 5 s decision: vehicles halting on all "
-                            "approaches, pedestrians waiting at crossings, and the longest current "
-                            "pedestrian wait at the first junction.",
+                            + (
+                                "approaches, pedestrians waiting at crossings, and the longest current "
+                                "pedestrian wait at the first junction."
+                                if peds
+                                else "approaches."
+                            ),
                             "Small",
                         ),
                     ]
@@ -313,7 +347,7 @@ def report_section(ctx: Any) -> list[Any]:
         n_cols = len([c for c in traces.columns if c.startswith("stage_share_")])
         if n_cols:
             names = [f"green stage {k + 1}" for k in range(n_cols - 1)] + ["changing"]
-            if params.pedestrian_stage and n_cols >= 2:
+            if params.pedestrian_stage and peds and n_cols >= 2:
                 names[n_cols - 2] = "walk-only"
             policies = [p for p in order if p in set(traces["policy"])]
             story.append(
@@ -322,9 +356,14 @@ def report_section(ctx: Any) -> list[Any]:
                         Paragraph("Phase usage", styles["Heading3"]),
                         ctx.figure(f"traffic-phases-{variant}", phase_usage(traces, policies, names)),
                         ctx.para(
-                            "Share of signal time (all junctions) in each green stage, in the exclusive "
-                            "pedestrian stage and changing (pedestrian clearance, yellow, all-red) over the "
-                            "first held-out day. SUMO's programs never use the walk-only stage.",
+                            (
+                                "Share of signal time (all junctions) in each green stage, in the exclusive "
+                                "pedestrian stage and changing (pedestrian clearance, yellow, all-red) over "
+                                "the first held-out day. SUMO's programs never use the walk-only stage."
+                            )
+                            if peds
+                            else "Share of signal time in each green stage and changing (yellow, all-red) "
+                            "over the first held-out day.",
                             "Small",
                         ),
                     ]
