@@ -169,3 +169,17 @@ def test_conflict_events_are_counted_once_while_they_last():
     sim.step({0: 0, 1: 1})  # 1 moves away: 2 cells apart
     res = sim.step({0: 1, 1: 0})  # 0 closes up again: a new event
     assert sim.conflict_counts["separation"] == 2 and res.new_conflicts == {0: 1, 1: 1}
+
+
+def test_takeoff_waits_for_the_first_gap_long_enough_for_its_roll():
+    sim = make_sim()
+    m = sim.movements[0]
+    m.runway, roll = 0, sim.cfg.roll_steps
+    sim.t = 100
+    # busy until 105, a gap too short for the roll, then busy 108 + roll .. 130, then free
+    sim.windows = {0: [[120, 130, 98], [90, 105, 97], [105 + roll - 1, 120, 96]]}
+    sim._takeoff(m)
+    assert m.takeoff_t == 130 and sim.windows[0][-1] == [130, 130 + roll, m.index]
+    sim.t, sim.windows = 100, {0: [[100 + roll, 140, 97]]}  # exactly one roll free from now
+    sim._takeoff(m)
+    assert m.takeoff_t == 100

@@ -293,11 +293,11 @@ class SurfaceSim:
     def _takeoff(self, m: Movement) -> None:
         r, roll = m.runway, self.cfg.roll_steps
         start = self.t
-        while True:  # jump past every window the roll would overlap
-            clash = [b for a, b, _ in self.windows[r] if a < start + roll and start < b]
-            if not clash:
+        # earliest start whose roll overlaps no window: one pass in order of window start
+        for a, b in sorted((a, b) for a, b, _ in self.windows[r] if b > start):
+            if a >= start + roll:
                 break
-            start = max(clash)
+            start = max(start, b)
         self.windows[r].append([start, start + roll, m.index])
         m.takeoff_t = start
 
