@@ -157,7 +157,7 @@ def main() -> None:
                     "label": f"taxiway engine, {top['max_aircraft']} aircraft allowed (mean "
                     f"{top['mean_taxiing']:.0f} taxiing): aircraft-steps/s incl. exact conflict detection",
                     "value": top["aircraft_steps_per_s"],
-                    "unit": "aircraft-steps/s",
+                    "unit": "per s",
                 },
                 {
                     "label": f"taxiway MaskablePPO network, ms per aircraft decision (large airport, {ref})",
