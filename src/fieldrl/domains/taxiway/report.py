@@ -163,7 +163,7 @@ def kpi_chart(ctx: Any, policies: list[str]) -> bytes | None:
                 x,
                 vals_a,
                 width,
-                yerr=np.nan_to_num(err),
+                yerr=np.nan_to_num(err).tolist(),  # a (2, 1) array warns in matplotlib
                 capsize=2,
                 label=policy,
                 color=palette(j % 10),
