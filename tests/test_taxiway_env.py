@@ -87,11 +87,15 @@ def test_safety_mask_removes_exactly_the_moves_that_conflict_whatever_the_others
                 q = s.action_target(m.pos, a)
                 c, e = int(s.pos_cell[q]), int(s.pos_edge[q])
                 occupied = any(cc == c for j, cc in cells.items() if j != i)
-                oncoming = e >= 0 and e != int(s.pos_edge[m.pos]) and any(
-                    int(s.pos_edge[sim.movements[j].pos]) == e
-                    and int(s.pos_dir[sim.movements[j].pos]) != int(s.pos_dir[q])
-                    for j in sim.active
-                    if j != i
+                oncoming = (
+                    e >= 0
+                    and e != int(s.pos_edge[m.pos])
+                    and any(
+                        int(s.pos_edge[sim.movements[j].pos]) == e
+                        and int(s.pos_dir[sim.movements[j].pos]) != int(s.pos_dir[q])
+                        for j in sim.active
+                        if j != i
+                    )
                 )
                 r = int(s.cell_runway[c])
                 runway = (
