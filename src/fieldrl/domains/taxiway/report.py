@@ -184,8 +184,7 @@ def kpi_chart(ctx: Any, policies: list[str]) -> bytes | None:
 
 def _variant_label(ctx: Any, variant: str) -> str:
     params = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
-    rate = f"{params.rate():g} movements/h"
-    return rate if variant == "default" else f"{variant} ({rate})"
+    return f"{params.rate():g} movements/h" if variant == "default" else f"{variant}\n{params.rate():g}/h"
 
 
 def _value(ctx: Any, variant: str, policy: str, kpi: str) -> tuple[float, float, float] | None:
