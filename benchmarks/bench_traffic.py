@@ -156,12 +156,12 @@ def main() -> None:
             "curves": [
                 {
                     "title": "simulated seconds per wall second, 30-min episode",
-                    "xlabel": "episode (held-out demand seed)",
+                    "xlabel": f"held-out day (seeds {seeds[0]}-{seeds[-1]})",
                     "ylabel": "sim-steps/s",
                     "log": True,
                     "series": {
                         name: {
-                            "x": list(seeds),
+                            "x": list(range(1, len(seeds) + 1)),
                             "y": [params.duration_s / t for t in per_seed[name]],
                         }
                         for name in rows
