@@ -202,3 +202,31 @@ def test_bad_params_name_the_field_and_what_is_allowed():
         TaxiwayParams(layout="heathrow")
     with pytest.raises(ValidationError, match="extra"):
         TaxiwayParams(runways=2)
+
+
+def test_detour_after_masks_moves_away_from_the_goal_until_the_aircraft_has_waited():
+    env = parallel_env(layout="large", density="high", max_slots=40, detour_after=3)
+    env.reset(seed=3)
+    sim, s = env.sim, env.surface
+    checked = waited = 0
+    for _ in range(80):
+        for agent in env.agents:
+            i = env.index(agent)
+            m = sim.movements[i]
+            dist = s.dist_to(m.goal)
+            away = [a for a in sim.safe_actions(i)[1:] if dist[s.action_target(m.pos, a)] >= dist[m.pos]]
+            mask = env.action_mask(agent)
+            if s.pos_node[m.pos] >= 0 and away:
+                assert all(mask[a] == (m.wait_run >= 3) for a in away)
+                checked += 1
+                run, m.wait_run = m.wait_run, 3  # once it has waited long enough, detours open
+                assert all(env.action_mask(agent)[a] for a in away)
+                m.wait_run = run
+                waited += 1
+        env.step(
+            {
+                a: 0 if env.index(a) % 3 == 0 else int(np.flatnonzero(env.action_mask(a))[-1])
+                for a in env.agents
+            }
+        )
+    assert checked == waited > 5

@@ -160,7 +160,14 @@ class TaxiwayEnv(ParallelEnv):
 
     def allowed(self, i: int) -> list[int]:
         """Actions aircraft ``i`` may take now (see the module docstring)."""
-        return self.sim.safe_actions(i) if self.params.safety_mask else self.sim.legal_actions(i)
+        acts = self.sim.safe_actions(i) if self.params.safety_mask else self.sim.legal_actions(i)
+        wait = self.params.detour_after
+        if wait is not None:
+            m, s = self.sim.movements[i], self.surface
+            if s.pos_node[m.pos] >= 0 and m.wait_run < wait:
+                dist = s.dist_to(m.goal)
+                acts = [a for a in acts if a == 0 or dist[s.action_target(m.pos, a)] < dist[m.pos]]
+        return acts
 
     # ------------------------------------------------------------------ episode
     def reset(self, seed: int | None = None, options: dict | None = None):

@@ -67,6 +67,14 @@ class TaxiwayParams(BaseModel):
         description="Mask moves that make a conflict whatever the others do (occupied cell, oncoming "
         "aircraft in the segment, active runway); false masks only what the layout forbids.",
     )
+    detour_after: int | None = Field(
+        None,
+        ge=0,
+        le=100,
+        strict=True,
+        description="If set, mask moves at a node that take an aircraft farther from its goal until it "
+        "has held this many steps in a row (no circling; detours only after waiting). None: no such mask.",
+    )
     horizon_cells: int = Field(8, ge=1, le=50, description="Foresight horizon along the own path, in cells.")
     weights: RewardWeights = Field(default_factory=RewardWeights, description="Reward term weights.")
 
