@@ -227,7 +227,8 @@ def finding(ctx: Any, variant: str, pedestrians: bool = True) -> str:
         goal = cut >= 0.30 and ped_ok
         parts.append(
             f"Target (learned at least 30 % less person delay than fixed-time, pedestrians' longest wait no "
-            f"worse): {'met' if goal else 'not met'} on average ({100 * cut:.0f} % less delay; longest "
+            f"worse): {'met' if goal else 'not met'} on average ({abs(100 * cut):.0f} % "
+            f"{'less' if cut >= 0 else 'more'} delay; longest "
             f"pedestrian wait {'no worse' if ped_ok else 'worse'})."
         )
         if (
