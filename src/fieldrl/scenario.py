@@ -368,10 +368,12 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
                     "not a policy of this scenario; allowed: " + ", ".join(labels),
                 )
     primary = scenario.report.primary_kpi
-    if primary is not None and primary not in [k.name for k in domain.kpis]:
+    rankable = [k.name for k in domain.kpis if not k.wall_clock]
+    if primary is not None and primary not in rankable:
+        why = "a computation time cannot decide 'best'" if primary in [k.name for k in domain.kpis] else ""
         raise ScenarioError(
             source,
             "report.primary_kpi",
             primary,
-            "unknown KPI; allowed: " + ", ".join(k.name for k in domain.kpis),
+            (why + "; " if why else "unknown KPI; ") + "allowed: " + ", ".join(rankable),
         )

@@ -29,6 +29,8 @@ class KPI:
     :param unit: unit shown beside values, e.g. ``% of initial``.
     :param higher_is_better: direction used for "best" and for findings.
     :param fmt: format spec used in tables.
+    :param wall_clock: a computation time measured on this machine: it varies from run to run,
+        so it is left out of determinism checks and never decides which policy is "best".
     """
 
     name: str
@@ -36,6 +38,7 @@ class KPI:
     unit: str
     higher_is_better: bool
     fmt: str = ".3g"
+    wall_clock: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,14 @@ class Domain:
 
     #: keys of ``info`` (numeric, fixed shape) that ``LockstepEnvs`` stacks for ``episode_kpis``.
     info_keys: Sequence[str] = ()
+
+    #: metrics beyond the KPIs that ``episode_kpis`` returns and that are computation times
+    #: measured on this machine (they differ from run to run, unlike everything else).
+    extra_wall_clock_metrics: Sequence[str] = ()
+
+    def wall_clock_metrics(self) -> set[str]:
+        """Names of the result metrics that are machine-dependent computation times."""
+        return {k.name for k in self.kpis if k.wall_clock} | set(self.extra_wall_clock_metrics)
 
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         """KPI values for every episode in ``record``: name -> array of shape ``(n,)``."""

@@ -238,9 +238,7 @@ class ParallelLockstepEnvs:
     ``Policy.bind_envs``).
     """
 
-    def __init__(
-        self, envs: Sequence[ParallelEnv], seeds: Sequence[int], info_keys: Sequence[str]
-    ) -> None:
+    def __init__(self, envs: Sequence[ParallelEnv], seeds: Sequence[int], info_keys: Sequence[str]) -> None:
         self.envs = list(envs)
         self.seeds = [int(s) for s in seeds]
         self.n = len(self.envs)

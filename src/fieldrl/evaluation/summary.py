@@ -38,6 +38,7 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
                 "label": k.label,
                 "unit": k.unit,
                 "higher_is_better": k.higher_is_better,
+                "wall_clock": k.wall_clock,
             }
             for k in domain.kpis
         ],

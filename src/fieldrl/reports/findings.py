@@ -97,8 +97,9 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
         f"{label(primary)}: {fmt(lv)} vs {fmt(hv)}{unit}; {phrase}."
     ]
     others = {"better": [], "worse": [], "unclear": []}
+    timed = [label(k) for k in kpis.values() if k.get("wall_clock")]
     for name, kpi in kpis.items():
-        if name == primary["name"]:
+        if name == primary["name"] or kpi.get("wall_clock"):
             continue
         v, p = _change(kpi, comparison[name], *means(name))
         others[v].append(p if v != "unclear" else label(kpi))
@@ -112,6 +113,11 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
     if parts:
         text = ". ".join(p[:1].upper() + p[1:] for p in parts)
         lines.append(f"Against {heuristic}, {text[:1].lower()}{text[1:]}.")
+    if timed:
+        lines.append(
+            f"{', '.join(timed).capitalize()}: see the table; computation times depend on the machine "
+            "and its load, so they are not ranked here."
+        )
     pb = entry["probability_better"]
     lines.append(
         f"On a given held-out case, {learned} beat {heuristic} on {label(primary)} "

@@ -15,8 +15,8 @@ KPIS: list[KPI] = [
     KPI("propulsion_j", "Energy, UAV propulsion", "J per slot", higher_is_better=False, fmt=".0f"),
     KPI("computing_j", "Energy, computing", "J per slot", higher_is_better=False, fmt=".2f"),
     KPI("transmission_j", "Energy, transmission", "J per slot", higher_is_better=False, fmt=".3f"),
-    KPI("socp_ms", "SOCP solve time per UAV", "ms", higher_is_better=False, fmt=".2f"),
-    KPI("lp_ms", "LP time per slot", "ms", higher_is_better=False, fmt=".2f"),
+    KPI("socp_ms", "SOCP solve time per UAV", "ms", False, ".2f", wall_clock=True),
+    KPI("lp_ms", "LP time per slot", "ms", False, ".2f", wall_clock=True),
     KPI(
         "separation_violations",
         "UAV separation violations",
