@@ -33,7 +33,13 @@ def machine_info(**versions: str) -> dict[str, Any]:
 
 
 def write_result(path: Path, data: dict[str, Any]) -> None:
-    """Write the result JSON atomically, so an interrupted benchmark keeps the previous file."""
+    """Write the result JSON atomically, so an interrupted benchmark keeps the previous file.
+
+    ``--quick`` results go to ``results/quick/``: a smoke run never replaces the full figures the
+    README quotes."""
+    if quick_mode():
+        path = path.parent / "quick" / path.name
+        data = {**data, "quick": True}
     atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
 
 

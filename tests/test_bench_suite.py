@@ -17,8 +17,8 @@ TOY = """
 import json, sys
 from pathlib import Path
 quick = "--quick" in sys.argv
-out = Path(__file__).parent / "results" / "toy.json"
-out.parent.mkdir(exist_ok=True)
+out = Path(__file__).parent / "results" / ("quick" if quick else "") / "toy.json"
+out.parent.mkdir(parents=True, exist_ok=True)
 out.write_text(json.dumps({
     "benchmark": "toy",
     "quick": quick,
@@ -40,13 +40,18 @@ def _bench_dir(tmp_path: Path, broken: bool) -> Path:
 
 def test_bench_gathers_results_and_renders_a_pdf(tmp_path):
     folder = _bench_dir(tmp_path, broken=False)
+    full = folder / "results" / "toy.json"
+    full.parent.mkdir()
+    full.write_text(json.dumps({"benchmark": "toy", "quick": False}))
     result = cli.invoke(app, ["bench", "--dir", str(folder), "--quick"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    suite = json.loads((folder / "results/suite.json").read_text())
+    suite = json.loads((folder / "results/quick/suite.json").read_text())
     assert suite["quick"] is True and suite["results"]["toy"]["quick"] is True
     assert suite["runs"]["toy"]["exit_status"] == 0
+    assert json.loads(full.read_text())["quick"] is False  # a quick run never replaces full figures
+    assert not (folder / "results/suite.json").exists()
     assert "toy speed ratio" in result.output and "12.5" in result.output
-    text = " ".join(page.extract_text() for page in PdfReader(folder / "results/benchmarks.pdf").pages)
+    text = " ".join(page.extract_text() for page in PdfReader(folder / "results/quick/benchmarks.pdf").pages)
     assert "toy speed ratio" in text and ">= 10x" in text
 
 

@@ -83,3 +83,31 @@ def test_truncated_episodes_are_bootstrapped_per_term():
     model.env.value_fn = spy
     model.learn(512)
     assert calls and all(c.shape[1] == 3 for c in calls)
+
+
+def test_a_scenario_names_vd_maskable_ppo_and_runs_it_end_to_end(tmp_path):
+    """Registered as ``vd-maskable-ppo``: trained, saved under the manifest, loaded and evaluated."""
+    import yaml
+
+    from fieldrl import api
+    from fieldrl.scenario import scenario_text
+
+    data = yaml.safe_load(scenario_text("taxiway/quick")[1])
+    data["policies"]["heuristics"] = [{"use": "shortest-path", "name": "shortest path"}]
+    data["policies"]["learned"] = [
+        {
+            "algorithm": "vd-maskable-ppo",
+            "name": "VD-MaskablePPO",
+            "train_steps": 512,
+            "n_envs": 2,
+            "hyperparameters": {"n_steps": 32, "batch_size": 128, "n_epochs": 2},
+        }
+    ]
+    data["budgets"] = {"quick": {"train_steps": 512, "eval_seeds": 1}}
+    path = tmp_path / "vd.yaml"
+    path.write_text(yaml.safe_dump(data), "utf-8")
+    run = api.train(path, out=tmp_path / "run", budget="quick", show_progress=False)
+    results = api.evaluate(run, show_progress=False)
+    assert set(results["policy"]) == {"shortest path", "VD-MaskablePPO"}
+    vd = results[(results["policy"] == "VD-MaskablePPO") & (results["metric"] == "completed_pct")]
+    assert len(vd) == 1 and 0.0 <= vd["value"].iloc[0] <= 100.0

@@ -5,7 +5,8 @@ Benchmarks live as scripts in the source tree's ``benchmarks/`` folder (``bench_
 measures its ratio against a reference *in the same run* (these machines are shared and noisy)
 and writes ``benchmarks/results/<name>.json``. Each script runs in its own process: timings
 don't disturb each other, and one simulation per process suits libsumo. A script understands
-``--quick`` (a smaller, faster version) where it offers one.
+``--quick`` (a smaller, faster version) where it offers one; quick results, and the quick suite
+files, go to ``benchmarks/results/quick/`` so they never replace the full figures.
 
 Result files may carry, besides their own fields:
 ``headline``: ``[{"label", "value", "unit", "target"?}]`` — the numbers the README quotes;
@@ -79,8 +80,9 @@ def run_suite(
             echo(f"[bench] {name} FAILED after {seconds:.0f} s: {runs[name]['error']}")
         else:
             echo(f"[bench] {name} done in {seconds:.0f} s")
+    out = bench_dir / "results" / ("quick" if quick else "")
     results = {}
-    for path in sorted((bench_dir / "results").glob("*.json")):
+    for path in sorted(out.glob("*.json")):
         if path.name == SUITE_JSON:
             continue
         try:
@@ -93,7 +95,6 @@ def run_suite(
         "runs": runs,
         "results": results,
     }
-    out = bench_dir / "results"
     atomic_write_bytes(out / SUITE_JSON, (json.dumps(suite, indent=2) + "\n").encode())
     atomic_write_bytes(out / SUITE_PDF, render_pdf(suite))
     return suite

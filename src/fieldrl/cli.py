@@ -240,8 +240,9 @@ def bench(
         shown = f"{value:,.3g}" if isinstance(value, int | float) else str(value)
         table.add_row(name, str(h.get("label", "")), f"{shown} {h.get('unit', '')}")
     out.print(table)
-    out.print(f"Results: {folder / 'results' / suite_runner.SUITE_JSON}")
-    out.print(f"Report: {folder / 'results' / suite_runner.SUITE_PDF}")
+    results = folder / "results" / ("quick" if quick else "")
+    out.print(f"Results: {results / suite_runner.SUITE_JSON}")
+    out.print(f"Report: {results / suite_runner.SUITE_PDF}")
     if any(r.get("exit_status") for r in suite["runs"].values()):
         raise typer.Exit(1)
 

@@ -208,6 +208,8 @@ class AgentSlotVecEnv(VecEnv):
             if not self._masked:
                 raise AttributeError("the parallel env has no action_mask(agent)")
             return [functools.partial(self._slot_mask, i) for i in idx]
+        if attr_name == "render_mode":  # asked by VecEnv.__init__; a ParallelEnv may only annotate it
+            return [getattr(self.envs[i // self.n_slots], "render_mode", None) for i in idx]
         return [getattr(self.envs[i // self.n_slots], attr_name) for i in idx]
 
     def _slot_mask(self, row: int) -> np.ndarray:

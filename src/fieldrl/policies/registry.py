@@ -12,6 +12,7 @@ import torch.nn as nn
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 
+from fieldrl.domains.taxiway.vd_ppo import VDMaskablePPO
 from fieldrl.policies.lstm_td3 import LSTMTD3
 
 #: scenario name -> algorithm class
@@ -27,6 +28,7 @@ ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "recurrent-ppo": sb3_contrib.RecurrentPPO,
     "maskable-ppo": sb3_contrib.MaskablePPO,
     "lstm-td3": LSTMTD3,
+    "vd-maskable-ppo": VDMaskablePPO,
 }
 
 #: constructor arguments fieldrl sets itself

@@ -15,7 +15,7 @@ def fmt(value: float) -> str:
     if value != value:  # NaN
         return "n/a"
     if value == 0 or abs(value) >= 0.01:
-        return f"{value:,.3g}" if abs(value) < 1e6 else f"{value:,.0f}"
+        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return "≈0"
 
 

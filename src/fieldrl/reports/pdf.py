@@ -297,8 +297,27 @@ def _footer(canvas: Any, doc: Any) -> None:
 
 
 def _params_text(scenario: Scenario, domain: Domain, variant: str) -> str:
+    """The settings the scenario chose (defaults left out), each shortened to fit a line."""
     params = domain.params_model.model_validate(scenario.variant_params(variant))
-    return ", ".join(f"{k} = {v}" for k, v in params.model_dump().items() if v is not None)
+    chosen = params.model_dump(exclude_unset=True)
+    text = "; ".join(f"{k} = {_setting_text(v)}" for k, v in chosen.items() if v is not None)
+    return (text or "all defaults") + " (other settings at their defaults)."
+
+
+def _setting_text(value: Any, limit: int = 70) -> str:
+    if isinstance(value, float):
+        text = f"{value:g}"
+    elif isinstance(value, dict):
+        text = "{" + ", ".join(f"{k}: {_setting_text(v, limit)}" for k, v in value.items()) + "}"
+    elif (
+        isinstance(value, list | tuple) and value and all(isinstance(v, dict) and "name" in v for v in value)
+    ):
+        text = f"{len(value)} × (" + ", ".join(str(v["name"]) for v in value) + ")"
+    elif isinstance(value, list | tuple):
+        text = "[" + ", ".join(_setting_text(v, limit) for v in value) + "]"
+    else:
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
