@@ -301,7 +301,7 @@ def _params_text(scenario: Scenario, domain: Domain, variant: str) -> str:
     params = domain.params_model.model_validate(scenario.variant_params(variant))
     chosen = params.model_dump(exclude_unset=True)
     text = "; ".join(f"{k} = {_setting_text(v)}" for k, v in chosen.items() if v is not None)
-    return (text or "all defaults") + " (other settings at their defaults)."
+    return f"{text} (other settings at their defaults)." if text else "all settings at their defaults."
 
 
 def _setting_text(value: Any, limit: int = 70) -> str:
