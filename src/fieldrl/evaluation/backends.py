@@ -69,46 +69,34 @@ def execute(
             notify(index, results[-1])
         return results
     ctx = mp.get_context("spawn")
-    # A plain queue handed to each worker at start (a Manager queue costs a server process that
-    # re-imports the main module: seconds per call).
-    events = ctx.Queue()
-    pool = ProcessPoolExecutor(
-        max_workers=min(jobs, len(calls)), mp_context=ctx, initializer=_start_worker, initargs=(events,)
-    )
-    try:
-        futures: dict[Future[Any], int] = {
-            pool.submit(_worker_call, func, args): i for i, args in enumerate(calls)
-        }
-        results: list[Any] = [None] * len(calls)
-        pending = set(futures)
-        while pending:
+    with ctx.Manager() as manager:
+        events = manager.Queue()
+        pool = ProcessPoolExecutor(
+            max_workers=min(jobs, len(calls)), mp_context=ctx, initializer=_ignore_ctrl_c
+        )
+        try:
+            futures: dict[Future[Any], int] = {
+                pool.submit(func, *args, events): i for i, args in enumerate(calls)
+            }
+            results: list[Any] = [None] * len(calls)
+            pending = set(futures)
+            while pending:
+                _drain(events, on_event)
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    results[futures[fut]] = fut.result()
+                    notify(futures[fut], results[futures[fut]])
             _drain(events, on_event)
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            for fut in done:
-                results[futures[fut]] = fut.result()
-                notify(futures[fut], results[futures[fut]])
-    except BaseException:
-        _stop_workers(pool)  # Ctrl-C or a failed job: don't wait for the others to finish
-        raise
-    pool.shutdown()  # workers exit, flushing what they put on the queue
-    _drain(events, on_event)
-    events.close()
+        except BaseException:
+            _stop_workers(pool)  # Ctrl-C or a failed job: don't wait for the others to finish
+            raise
+        pool.shutdown()
     return results
 
 
-_worker_events: Any = None
-
-
-def _start_worker(events: Any) -> None:
-    """Keep the event queue for this worker's jobs; leave Ctrl-C to the main process, which stops
-    the workers (no traceback from each of them)."""
-    global _worker_events
-    _worker_events = events
+def _ignore_ctrl_c() -> None:
+    """Workers leave Ctrl-C to the main process, which stops them (no traceback from each worker)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _worker_call(func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    return func(*args, _worker_events)
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
