@@ -135,7 +135,15 @@ def test_report_on_unevaluated_or_foreign_folder_is_a_clear_error(tmp_path):
     assert result.exit_code == 2 and "not a fieldrl run folder" in " ".join(result.output.split())
 
 
-def test_ctrl_c_stops_a_parallel_run_cleanly(tmp_path):
+def _spawned_workers(group: int) -> int:
+    import subprocess
+
+    found = subprocess.run(["pgrep", "-g", str(group), "-f", "spawn_main"], capture_output=True, text=True)
+    return len(found.stdout.split())
+
+
+@pytest.mark.parametrize("when", ["training", "workers starting"])
+def test_ctrl_c_stops_a_parallel_run_cleanly(tmp_path, when):
     import os
     import signal
     import subprocess
@@ -158,8 +166,12 @@ def test_ctrl_c_stops_a_parallel_run_cleanly(tmp_path):
         start_new_session=True,
     )
     deadline = time.monotonic() + 120
-    while not any((out / "tensorboard").rglob("events.out.tfevents*")) and time.monotonic() < deadline:
-        time.sleep(0.5)
+    if when == "training":
+        while not any((out / "tensorboard").rglob("events.out.tfevents*")) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    else:  # the event manager and both workers exist and are still importing
+        while _spawned_workers(proc.pid) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, output

@@ -345,8 +345,11 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
             raise ScenarioError(source, f"{where}.hyperparameters.{key}", entry.hyperparameters[key], allowed)
         built = construction_problem(partial(domain.make_train_vec_env, first_params), entry)
         if built:
+            key, value, problem = built
+            if key is not None:
+                raise ScenarioError(source, f"{where}.hyperparameters.{key}", value, problem)
             shown = {"algorithm": entry.algorithm, "policy": entry.policy, **entry.hyperparameters}
-            raise ScenarioError(source, where, shown, built)
+            raise ScenarioError(source, where, shown, problem)
     for budget_name, budget in scenario.budgets.items():
         for j, v in enumerate(budget.variants or []):
             if v not in scenario.variant_names:

@@ -14,13 +14,15 @@ folder must be on storage every machine mounts at the same path (NFS or similar)
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import queue as queue_module
 import signal
 import socket
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from multiprocessing.context import SpawnContext, SpawnProcess
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +70,13 @@ def execute(
             results.append(func(*args, inline))
             notify(index, results[-1])
         return results
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as manager:
+    ctx = _ShieldedSpawnContext()  # spawn, not fork: fork is unsafe once torch has started threads
+    pressed: list[int] = []
+    with _ctrl_c_held(pressed):  # the manager's start-up must not be cut short either
+        manager = ctx.Manager()
+    with manager:
+        if pressed:
+            raise KeyboardInterrupt
         events = manager.Queue()
         pool = ProcessPoolExecutor(
             max_workers=min(jobs, len(calls)), mp_context=ctx, initializer=_ignore_ctrl_c
@@ -92,6 +99,50 @@ def execute(
             raise
         pool.shutdown()
     return results
+
+
+@contextmanager
+def _ctrl_c_ignored() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal dispositions can only be changed from the main thread
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _ctrl_c_held(pressed: list[int]) -> Iterator[None]:
+    """Note a Ctrl-C in ``pressed`` instead of raising it mid-block; the caller acts on it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class _ShieldedSpawnProcess(SpawnProcess):
+    """A spawned process that ignores Ctrl-C from its first instruction.
+
+    Only an ignored SIGINT survives into an exec'd child (a blocked one does not: the child
+    starts with an empty signal mask), and Python then leaves it ignored. Without this, a
+    Ctrl-C that arrives while a worker is still importing kills it half-started: a traceback
+    per worker and, on Python 3.11, a broken pool that can hang on exit. This process ignores
+    Ctrl-C only for the milliseconds of the fork and exec, not while the child starts up.
+    """
+
+    def start(self) -> None:
+        with _ctrl_c_ignored():
+            super().start()
+
+
+class _ShieldedSpawnContext(SpawnContext):
+    Process = _ShieldedSpawnProcess
 
 
 def _ignore_ctrl_c() -> None:

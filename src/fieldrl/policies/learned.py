@@ -23,7 +23,7 @@ from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
-from fieldrl.policies import checkpoint
+from fieldrl.policies import checkpoint, memory_guard
 from fieldrl.policies.registry import ALGORITHMS, algorithm_parameters, build_kwargs
 
 MODEL_FILE = "model.zip"
@@ -141,25 +141,34 @@ def train_model(
     return artifacts
 
 
-def construction_problem(make_vec_env: Callable[[int, int], Any], entry: Any) -> str | None:
+def construction_problem(
+    make_vec_env: Callable[[int, int], Any], entry: Any
+) -> tuple[str | None, Any, str] | None:
     """Build (but don't train) the model on a one-env copy of the environment.
 
     Catches what only SB3 can judge before any output is written: an algorithm that
-    does not fit the action space, an unknown policy class, bad hyperparameter values.
-    Returns the problem in words, or None.
+    does not fit the action space, an unknown policy class, bad hyperparameter values,
+    a buffer or network that would not fit in memory (:mod:`~fieldrl.policies.memory_guard`).
+    Returns ``(hyperparameter or None, value, the problem in words)``, or None.
     """
     torch.set_num_threads(1)
     venv = make_vec_env(1, 0)
     try:
         kwargs = build_kwargs(entry.hyperparameters, _action_dim(venv.action_space))
+        too_big = memory_guard.buffer_problem(venv, entry.n_envs, kwargs)
+        if too_big:
+            return too_big
         if "buffer_size" in algorithm_parameters(entry.algorithm):
             kwargs.setdefault("buffer_size", 1)  # don't allocate a million-transition buffer to check
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), memory_guard.address_space_capped():
             warnings.simplefilter("ignore")  # e.g. batch-size advice that only holds for n_envs=1
             ALGORITHMS[entry.algorithm](entry.policy, venv, verbose=0, device="cpu", **kwargs)
     except Exception as exc:  # SB3 raises many kinds; all mean "this entry cannot train here"
         text = " ".join(str(exc).split()) or type(exc).__name__
-        return f"{entry.algorithm} cannot be built with these settings: {text}"
+        if isinstance(exc, MemoryError) or "alloc" in text.lower():
+            detail = text.partition("DefaultCPUAllocator: ")[2] or text  # drop torch's C++ assert
+            text = f"needs more memory than half of what this machine has free ({detail})"
+        return None, None, f"{entry.algorithm} cannot be built with these settings: {text}"
     finally:
         venv.close()
     return None
