@@ -164,6 +164,9 @@ def test_ctrl_c_stops_a_parallel_run_cleanly(tmp_path, when):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        # a test runner started in the background by a script ignores SIGINT, and so would the
+        # run it starts (as a shell's background job should); a terminal's Ctrl-C is what we test
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     if when == "training":

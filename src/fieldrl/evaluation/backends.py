@@ -116,7 +116,9 @@ def _ctrl_c_ignored() -> Iterator[None]:
 @contextmanager
 def _ctrl_c_held(pressed: list[int]) -> Iterator[None]:
     """Note a Ctrl-C in ``pressed`` instead of raising it mid-block; the caller acts on it."""
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # e.g. started in the background by a script
+    ):
         yield
         return
     previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
