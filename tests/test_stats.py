@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from fieldrl.evaluation.stats import Bootstrap, describe, iqm, paired_difference, probability_better
+from fieldrl.evaluation.stats import (
+    Bootstrap,
+    describe,
+    iqm,
+    paired_difference,
+    probability_better,
+    value_matrix,
+)
 
 
 def test_single_level_mean_ci_matches_scipy_percentile_bootstrap():
@@ -53,3 +61,25 @@ def test_probability_better_respects_direction_and_ties():
     boot = Bootstrap(4, 500)
     assert probability_better(learned, base, True, boot, 0.95)["value"] == pytest.approx(2.5 / 4)
     assert probability_better(learned, base, False, boot, 0.95)["value"] == pytest.approx(1.5 / 4)
+
+
+@pytest.mark.filterwarnings("error")  # "Mean of empty slice", scipy's SmallSampleWarning: none allowed
+def test_a_kpi_without_values_gives_nan_quietly():
+    # A KPI that is NaN on every episode (e.g. a share of an optimum that does not exist):
+    # value_matrix drops the NaN cells and leaves a (0, E) matrix.
+    eval_seeds = [10, 11, 12]
+    frame = pd.DataFrame({"train_seed": 0, "eval_seed": eval_seeds, "value": np.nan})
+    empty = value_matrix(frame, eval_seeds)
+    assert empty.shape == (0, 3)
+    assert np.isnan(iqm(np.full(5, np.nan))) and np.isnan(iqm(np.zeros(0)))
+    assert np.isnan(iqm(np.full((4, 3), np.nan), axis=1)).all()
+    assert np.isnan(iqm(np.zeros((4, 0)), axis=1)).all() and iqm(np.zeros((4, 0)), axis=1).shape == (4,)
+    boot = Bootstrap(3, 200)
+    stats = describe(empty, boot, 0.95)
+    for stat in ("mean", "iqm"):
+        assert all(np.isnan(stats[stat][k]) for k in ("value", "low", "high"))
+    other = np.array([[1.0, 2.0, 3.0]])
+    for learned, base in ((empty, other), (other, empty), (empty, empty)):
+        diff = paired_difference(learned, base, boot, 0.95)
+        assert np.isnan(diff["difference"]["value"]) and np.isnan(diff["relative_percent"]["value"])
+    assert np.isnan(probability_better(empty, other, True, boot, 0.95)["value"])

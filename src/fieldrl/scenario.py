@@ -303,6 +303,7 @@ def _inner_model(annotation: Any) -> Any:
 def _validate_domain_parts(scenario: Scenario, source: str) -> None:
     """Check what only the named domain and the algorithm registry know."""
     from fieldrl.domains import domain_names, get_domain
+    from fieldrl.domains.base import check_heuristics
     from fieldrl.policies.learned import construction_problem
     from fieldrl.policies.registry import ALGORITHMS, check_hyperparameters
 
@@ -329,6 +330,7 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
                 + ", ".join(sorted(domain.heuristics)),
             )
         _validate(domain.heuristics[entry.use].settings_model, entry.settings, source, f"{where}.settings")
+    check_heuristics(scenario, source)  # heuristic x params combinations the domain refuses
     first_params = domain.params_model.model_validate(scenario.variant_params(scenario.variant_names[0]))
     for i, entry in enumerate(scenario.policies.learned):
         where = f"policies.learned[{i}]"

@@ -168,6 +168,15 @@ class Domain:
         """Reportlab flowables with the domain's own figures and findings (optional)."""
         return []
 
+    def heuristic_problem(self, use: str, params: BaseModel) -> str | None:
+        """Why heuristic ``use`` cannot run with ``params``, in words naming the params field; or None.
+
+        For combinations the settings and parameter models cannot see one by one (each is
+        validated on its own); :func:`check_heuristics` asks this for every heuristic entry
+        and variant when a scenario is validated. Default: every heuristic fits every params.
+        """
+        return None
+
     def checked_params(self, params: BaseModel) -> Any:
         """``params`` if it is this domain's parameter model (a programming error otherwise)."""
         if not isinstance(params, self.params_model):
@@ -223,3 +232,30 @@ class LockstepEnvs:
             truncated,
             self._stack_info(self._last_info),
         )
+
+
+def check_heuristics(scenario: Any, source: str) -> None:
+    """Raise a ``ScenarioError`` for the first heuristic entry its domain refuses with some variant's params.
+
+    ``scenario`` is a structurally valid :class:`~fieldrl.scenario.Scenario` (params already
+    checked); the error names ``policies.heuristics[i].use``, its value, why, and which
+    heuristics that variant does allow.
+    """
+    from fieldrl.domains import get_domain
+    from fieldrl.errors import ScenarioError
+
+    domain = get_domain(scenario.domain)
+    for variant in scenario.variant_names:
+        params = domain.params_model.model_validate(scenario.variant_params(variant))
+        for i, entry in enumerate(scenario.policies.heuristics):
+            problem = domain.heuristic_problem(entry.use, params)
+            if problem is None:
+                continue
+            allowed = [h for h in sorted(domain.heuristics) if domain.heuristic_problem(h, params) is None]
+            where = "" if variant == "default" else f" (variant {variant})"
+            raise ScenarioError(
+                source,
+                f"policies.heuristics[{i}].use",
+                entry.use,
+                f"{problem}{where}; heuristics allowed with these params: {', '.join(allowed) or 'none'}",
+            )

@@ -35,9 +35,12 @@ class Interval:
 def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
     """Interquartile mean: the mean of the middle 50 % (robust to outlier episodes).
 
-    NaN cells (held-out seeds whose episodes all failed) are left out.
+    NaN cells (held-out seeds whose episodes all failed, or a KPI that does not apply) are
+    left out; a slice with no values left (all NaN, or empty) is NaN, without a warning.
     """
     values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return np.full(np.delete(values.shape, axis), np.nan)[()]
     if not np.isnan(values).any():
         return sps.trim_mean(values, 0.25, axis=axis)
 
@@ -121,11 +124,11 @@ def paired_difference(
         base_row = np.nanmean(baseline, axis=0)
         learned_means = np.nanmean(learned[ti[:, :, None], ei[:, None, :]], axis=(1, 2))
         base_means = np.nanmean(baseline[bi[:, :, None], ei[:, None, :]], axis=(1, 2))
+        point_l, point_b = float(np.nanmean(learned)), float(np.nanmean(base_row))  # NaN: no values
     diff_boot = learned_means - base_means
     with np.errstate(divide="ignore", invalid="ignore"):
         rel_boot = 100.0 * diff_boot / np.abs(base_means)
     rel_boot[~np.isfinite(rel_boot)] = np.nan  # a resample whose baseline mean is 0
-    point_l, point_b = float(np.nanmean(learned)), float(np.nanmean(base_row))
     point_rel = 100.0 * (point_l - point_b) / abs(point_b) if point_b != 0 else float("nan")
     return {
         "difference": interval(point_l - point_b, diff_boot, confidence).as_dict(),

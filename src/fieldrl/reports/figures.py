@@ -35,10 +35,27 @@ def policy_colors(policies: list[dict[str, str]]) -> dict[str, str]:
     return colors
 
 
+def _finite(value: Any) -> bool:
+    return value is not None and bool(np.isfinite(value))
+
+
+def measured_kpis(summary: dict[str, Any], variant: str, stat: str = "mean") -> list[dict[str, Any]]:
+    """The KPIs with a value for at least one policy in ``variant``.
+
+    A KPI that is NaN for every policy (one that does not apply in this setting, e.g. a
+    share of an optimum that does not exist) has nothing to chart and no best policy.
+    """
+    policies = summary["variants"][variant]["policies"].values()
+    return [k for k in summary["kpis"] if any(_finite(p[k["name"]][stat]["value"]) for p in policies)]
+
+
 def kpi_comparison(summary: dict[str, Any], variant: str) -> bytes:
-    """One panel per KPI: mean and 95 % CI per policy, learned in colour, heuristics grey."""
+    """One panel per KPI: mean and 95 % CI per policy, learned in colour, heuristics grey.
+
+    KPIs without a value for any policy (see :func:`measured_kpis`) get no panel.
+    """
     entry = summary["variants"][variant]
-    kpis = summary["kpis"]
+    kpis = measured_kpis(summary, variant) or summary["kpis"]  # nothing measured at all: draw as is
     policies = [p for p in summary["policies"] if p["name"] in entry["policies"]]
     colors = policy_colors(summary["policies"])
     ncols = min(3, len(kpis))
@@ -101,10 +118,20 @@ def learning_curves(curves: pd.DataFrame, colors: dict[str, str], bins: int = 30
 
 
 def pair_differences(summary: dict[str, Any], index: int) -> bytes:
-    """Policy-minus-baseline difference with 95 % CI for every KPI, across variants."""
+    """Policy-minus-baseline difference with 95 % CI for every KPI, across variants.
+
+    KPIs whose difference is NaN in every variant (not measured for the pair) get no panel.
+    """
     variants = list(summary["variants"])
     pair = summary["variants"][variants[0]]["pairs"][index]
-    kpis = summary["kpis"]
+    kpis = [
+        k
+        for k in summary["kpis"]
+        if any(
+            _finite(summary["variants"][v]["pairs"][index]["kpis"][k["name"]]["difference"]["value"])
+            for v in variants
+        )
+    ] or summary["kpis"]
     ncols = min(3, len(kpis))
     nrows = int(np.ceil(len(kpis) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 2.4 * nrows))

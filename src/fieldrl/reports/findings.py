@@ -63,6 +63,12 @@ def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, bas
     return verdict, f"{label(kpi)} {size} ({ci})"
 
 
+def _scale(entry: dict[str, Any], name: str) -> float:
+    """Largest absolute mean of KPI ``name`` over the variant's policies (NaN means left out)."""
+    values = (v[name]["mean"]["value"] for v in entry["policies"].values())
+    return max((abs(x) for x in values if math.isfinite(x)), default=0.0)
+
+
 def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
     entry = summary["variants"][variant]
     kpis = {k["name"]: k for k in summary["kpis"]}
@@ -80,7 +86,7 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
     comparison = entry["comparison"]
 
     def means(name: str) -> tuple[float, float, float]:
-        scale = max(abs(v[name]["mean"]["value"]) for v in entry["policies"].values())
+        scale = _scale(entry, name)
         lv, hv = (entry["policies"][p][name]["mean"]["value"] for p in (learned, heuristic))
         return lv, hv, scale
 
@@ -101,7 +107,10 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
     for name, kpi in kpis.items():
         if name == primary["name"] or kpi.get("wall_clock"):
             continue
-        v, p = _change(kpi, comparison[name], *means(name))
+        lv_k, hv_k, scale_k = means(name)
+        if math.isnan(lv_k) or math.isnan(hv_k):
+            continue  # not measured for one or both (e.g. a KPI that does not apply here): nothing to compare
+        v, p = _change(kpi, comparison[name], lv_k, hv_k, scale_k)
         others[v].append(p if v != "unclear" else label(kpi))
     parts = []
     if others["better"]:
@@ -138,7 +147,7 @@ def pair_findings(summary: dict[str, Any]) -> list[str]:
         for variant in variants:
             entry = summary["variants"][variant]
             result = entry["pairs"][index]["kpis"][primary["name"]]
-            scale = max(abs(v[primary["name"]]["mean"]["value"]) for v in entry["policies"].values())
+            scale = _scale(entry, primary["name"])
             lv = entry["policies"][pair["policy"]][primary["name"]]["mean"]["value"]
             bv = entry["policies"][pair["baseline"]][primary["name"]]["mean"]["value"]
             verdict, phrase = _change(primary, result, lv, bv, scale)

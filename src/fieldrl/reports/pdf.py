@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,22 @@ def _learning_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def best_policies(
+    entry: dict[str, Any], kpis: list[dict[str, Any]], stat: str = "mean"
+) -> dict[str, str | None]:
+    """KPI name -> the policy with the best ``stat`` value; None where no policy has a value (NaN)."""
+    best: dict[str, str | None] = {}
+    for k in kpis:
+        sign = 1 if k["higher_is_better"] else -1
+        scored = {
+            p: sign * v[k["name"]][stat]["value"]
+            for p, v in entry["policies"].items()
+            if math.isfinite(v[k["name"]][stat]["value"])
+        }
+        best[k["name"]] = max(scored, key=scored.__getitem__) if scored else None
+    return best
+
+
 def kpi_table(ctx: ReportContext, variant: str, stat: str = "mean") -> Table:
     """Policies x KPIs: ``stat`` (mean or iqm) with its CI; bold marks the best per KPI."""
     entry = ctx.summary["variants"][variant]
@@ -112,13 +129,7 @@ def kpi_table(ctx: ReportContext, variant: str, stat: str = "mean") -> Table:
         unit = f" ({escape(k['unit'])})" if k["unit"] else ""
         header.append(Paragraph(f"<b>{escape(k['label'])}</b>{unit}<br/><i>{arrow}</i>", cell))
     rows = [header]
-    best = {}
-    for k in kpis:
-        sign = 1 if k["higher_is_better"] else -1
-        best[k["name"]] = max(
-            entry["policies"],
-            key=lambda p, k=k, s=sign: s * entry["policies"][p][k["name"]][stat]["value"],
-        )
+    best = best_policies(entry, kpis, stat)
     kinds = {p["name"]: p["kind"] for p in ctx.summary["policies"]}
     for policy, values in entry["policies"].items():
         label = f"{escape(policy)}<br/><font size=6>{kinds.get(policy, '')}</font>"
@@ -243,7 +254,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
         Spacer(1, 6),
         ctx.para(
             "Mean over held-out cases; brackets: 95 % CI; bold: best on that measure; shaded rows: "
-            "learned policies.",
+            "learned policies." + _not_measured_text(ctx.summary, variant),
             "Small",
         ),
     ]
@@ -265,6 +276,17 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
             )
         )
     return story
+
+
+def _not_measured_text(summary: dict[str, Any], variant: str) -> str:
+    """A note on KPIs without a value for any policy in ``variant`` (n/a column, no chart panel)."""
+    measured = {k["name"] for k in figures.measured_kpis(summary, variant)}
+    missing = [k["label"] for k in summary["kpis"] if k["name"] not in measured]
+    if not missing:
+        return ""
+    which = ", ".join(f"'{m}'" for m in missing)
+    verb, it = ("has", "it is") if len(missing) == 1 else ("have", "they are")
+    return f" n/a: {which} {verb} no value for any policy in this setting, so {it} not charted."
 
 
 def _comparison_pages(ctx: ReportContext) -> list[Any]:

@@ -12,6 +12,10 @@ with no further portfolio choice: the best affordable level is taken. The object
 is the expected total utility of the goals taken; wealth left over is worth nothing.
 (Das, Ostrov, Radhakrishnan & Srivastav 2020; Das et al. 2022/2024; see ``docs/wealth.md``.)
 
+Optional extension (:class:`Inflation`): goal costs due at year ``t`` are multiplied by a
+random price index ``P_t`` (``P_0 = 1``), an extra state variable the DP solver does not
+model; off by default, and then the engine is exactly the model above.
+
 :class:`WealthBatch` steps many investors at once (numpy, no gym); :func:`simulate`
 runs a policy over many Monte Carlo paths. The dynamic-programming optimum lives in
 :mod:`fieldrl.simulators.gbwm_dp`.
@@ -316,11 +320,19 @@ class Problem:
         """One goal, one level, due at ``T``: the value is ``utility * P(W_T >= cost)``."""
         return len(self.goals) == 1 and self.goals[0].time == self.T and len(self.goals[0].levels) == 1
 
-    def terminal_choice(self, wealth: np.ndarray) -> np.ndarray:
-        """Best affordable level of the goal due at ``T`` (0 = none) for each wealth."""
+    def terminal_choice(self, wealth: np.ndarray, price_index: np.ndarray | None = None) -> np.ndarray:
+        """Best affordable level of the goal due at ``T`` (0 = none) for each wealth.
+
+        :param wealth: wealth on reaching ``T``.
+        :param price_index: optional price index at ``T`` per wealth (:class:`Inflation`):
+            level costs are multiplied by it; None means costs as listed.
+        """
         wealth = np.asarray(wealth, dtype=np.float64)
         costs, utils = self.option_cost[self.T], self.option_utility[self.T]
-        value = np.where(costs[None, :] <= wealth.reshape(-1, 1), utils[None, :], -np.inf)
+        costs = costs[None, :]
+        if price_index is not None:
+            costs = costs * np.asarray(price_index, dtype=np.float64).reshape(-1, 1)
+        value = np.where(costs <= wealth.reshape(-1, 1), utils[None, :], -np.inf)
         return value.argmax(axis=1).reshape(wealth.shape)
 
 
@@ -387,6 +399,47 @@ def sample_problem(rng: np.random.Generator, max_levels: int = 2) -> Problem:
     return Problem(T, w0, tuple(goals), frontier, tuple(infusions))
 
 
+# ------------------------------------------------------------------ inflation
+@dataclass(frozen=True)
+class Inflation:
+    """Stochastic inflation of goal costs: a price index ``P_t`` multiplies every goal cost.
+
+    ``P_0 = 1``; each year, after the market move, the log inflation rate follows an AR(1)
+    around ``mean`` and the index compounds it::
+
+        pi_t    = mean + rho * (pi_{t-1} - mean) + vol * e_t,   e_t ~ N(0, 1),  pi_{-1} = mean
+        P_{t+1} = P_t * exp(pi_t)
+
+    A goal level listed at cost ``c`` and due at year ``t`` costs ``c * P_t`` (the
+    listed costs are in year-0 prices). ``vol = 0`` gives ``P_t = exp(mean * t)``.
+    ``(P_t, pi_{t-1})`` is extra state (``pi_{t-1}`` matters only when ``rho != 0``);
+    :mod:`fieldrl.simulators.gbwm_dp` does not model it, so there is no DP optimum.
+
+    :param mean: long-run mean of the annual log inflation rate (0.025 = about 2.5 % a year).
+    :param vol: standard deviation of the annual innovation ``vol * e_t``, ``>= 0``.
+    :param rho: persistence of the inflation rate, ``-1 < rho < 1`` (0: independent years).
+    """
+
+    mean: float = 0.025
+    vol: float = 0.01
+    rho: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("mean", "vol", "rho"):
+            value = float(getattr(self, name))
+            if not math.isfinite(value):
+                raise ValueError(f"Inflation.{name} must be finite, got {value}")
+            object.__setattr__(self, name, value)
+        if self.vol < 0:
+            raise ValueError(f"Inflation.vol must be >= 0, got {self.vol}")
+        if not -1.0 < self.rho < 1.0:
+            raise ValueError(f"Inflation.rho must lie in (-1, 1), got {self.rho}")
+
+    def next_rate(self, rate: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """This year's log inflation rate ``pi_t`` from last year's ``pi_{t-1}`` and the shock ``e_t``."""
+        return self.mean + self.rho * (rate - self.mean) + self.vol * e
+
+
 # ------------------------------------------------------------------ engine
 class WealthBatch:
     """``n`` investors facing the same problem, each at its own year, stepped together.
@@ -394,17 +447,25 @@ class WealthBatch:
     Public arrays (one entry per investor): ``wealth`` (current, before this year's goal),
     ``t`` (years elapsed), ``utility`` (collected so far), ``goals_taken`` ``(n, n_goals)``
     (level taken, 1-based; 0 = not taken), ``done``, ``terminal_wealth`` (wealth on reaching
-    ``T``, before the terminal goal; NaN before then).
+    ``T``, before the terminal goal; NaN before then), ``price_index`` (``P_t``, 1 without
+    inflation) and ``inflation_rate`` (last year's ``pi_{t-1}``; the mean at ``t = 0``).
 
     :param problem: the problem every investor faces.
     :param n: number of investors.
+    :param inflation: optional stochastic inflation of goal costs; then :meth:`step` needs
+        the inflation shocks ``e`` as well. None (default): costs as listed.
     """
 
-    def __init__(self, problem: Problem, n: int):
+    def __init__(self, problem: Problem, n: int, inflation: Inflation | None = None):
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
+        if inflation is not None and not isinstance(inflation, Inflation):
+            raise ValueError(f"inflation must be an Inflation or None, got {type(inflation).__name__}")
         self.problem = problem
+        self.inflation = inflation
         self.n = int(n)
+        self.price_index = np.ones(self.n)
+        self.inflation_rate = np.full(self.n, inflation.mean if inflation is not None else 0.0)
         self.wealth = np.full(self.n, problem.W0)
         self.t = np.zeros(self.n, dtype=np.int64)
         self.utility = np.zeros(self.n)
@@ -424,10 +485,19 @@ class WealthBatch:
         self.goals_taken[idx] = 0
         self.done[idx] = False
         self.terminal_wealth[idx] = np.nan
+        self.price_index[idx] = 1.0
+        self.inflation_rate[idx] = self.inflation.mean if self.inflation is not None else 0.0
+
+    def option_costs(self) -> np.ndarray:
+        """``(n, n_options)`` cost of each goal choice this year, at today's prices (``inf``: none)."""
+        costs = self.problem.option_cost[self.t]
+        if self.inflation is not None:
+            costs = costs * self.price_index[:, None]
+        return costs
 
     def feasible(self) -> np.ndarray:
         """``(n, n_options)`` mask of goal choices available and affordable this year."""
-        return self.problem.option_cost[self.t] <= self.wealth[:, None]
+        return self.option_costs() <= self.wealth[:, None]
 
     def step(
         self,
@@ -435,16 +505,20 @@ class WealthBatch:
         portfolio: np.ndarray,
         z: np.ndarray,
         active: np.ndarray | None = None,
+        e: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """One year for every active investor that is not done.
 
         A goal choice that does not exist this year or is not affordable counts as "take
         nothing". On reaching ``T`` the best affordable level of the goal due at ``T`` is taken.
+        With inflation, goal costs are paid at this year's price index, which then moves on
+        (after the market) to next year's.
 
         :param option: ``(n,)`` goal choice (0 = none, ``i`` = level ``i``).
         :param portfolio: ``(n,)`` portfolio index, clipped into ``0 .. K-1``.
         :param z: ``(n,)`` standard normal draws of this year's market.
         :param active: optional ``(n,)`` mask; others are left unchanged with reward 0.
+        :param e: ``(n,)`` standard normal inflation shocks; required with inflation, else ignored.
         :return: ``reward`` (utility gained this step, ``(n,)``) and ``done`` ``(n,)``.
         """
         p = self.problem
@@ -452,8 +526,12 @@ class WealthBatch:
         opt = np.clip(np.asarray(option, dtype=np.int64).reshape(self.n), 0, p.n_options - 1)
         k = np.clip(np.asarray(portfolio, dtype=np.int64).reshape(self.n), 0, p.k - 1)
         z = np.asarray(z, dtype=np.float64).reshape(self.n)
+        if self.inflation is not None and e is None:
+            raise ValueError("this batch has inflation: step() needs e, the (n,) inflation shocks")
         t = self.t
         cost = p.option_cost[t, opt]
+        if self.inflation is not None:
+            cost = cost * self.price_index
         ok = live & (cost <= self.wealth)
         opt = np.where(ok, opt, 0)
         cost = np.where(ok, cost, 0.0)
@@ -463,14 +541,23 @@ class WealthBatch:
         grown = (self.wealth - cost + p.infusion[t]) * np.exp(self._drift[k] + self._sigma[k] * z)
         self.wealth = np.where(live, np.maximum(grown, 0.0), self.wealth)
         self.t = np.where(live, t + 1, t)
+        index = None
+        if self.inflation is not None:
+            rate = self.inflation.next_rate(
+                self.inflation_rate, np.asarray(e, dtype=np.float64).reshape(self.n)
+            )
+            self.price_index = np.where(live, self.price_index * np.exp(rate), self.price_index)
+            self.inflation_rate = np.where(live, rate, self.inflation_rate)
+            index = self.price_index
 
         end = live & (self.t >= p.T)
         if end.any():
             self.terminal_wealth = np.where(end, self.wealth, self.terminal_wealth)
-            level = p.terminal_choice(self.wealth)
+            level = p.terminal_choice(self.wealth, index)
             take = end & (level > 0)
             reward = reward + np.where(take, p.option_utility[p.T, level], 0.0)
-            self.wealth = np.where(take, self.wealth - p.option_cost[p.T, level], self.wealth)
+            paid = p.option_cost[p.T, level] if index is None else p.option_cost[p.T, level] * index
+            self.wealth = np.where(take, self.wealth - paid, self.wealth)
             self._record(np.full(self.n, p.T), level, take)
             self.done |= end
         self.utility += reward
@@ -493,6 +580,8 @@ class SimResult:
     :param final_wealth: ``(n,)`` wealth left after the terminal goal.
     :param options: ``(n, T)`` goal choices actually made (after the feasibility check).
     :param portfolios: ``(n, T)`` portfolios chosen.
+    :param price_index: ``(n, T+1)`` price index at the start of each year (with inflation;
+        None without).
     """
 
     utility: np.ndarray
@@ -501,6 +590,7 @@ class SimResult:
     final_wealth: np.ndarray
     options: np.ndarray
     portfolios: np.ndarray
+    price_index: np.ndarray | None = None
 
     @property
     def mean_utility(self) -> float:
@@ -522,28 +612,43 @@ def simulate(
     n_paths: int,
     rng: np.random.Generator | None = None,
     z: np.ndarray | None = None,
+    inflation: Inflation | None = None,
+    e: np.ndarray | None = None,
 ) -> SimResult:
     """Monte Carlo of a policy over ``n_paths`` investors, all years in lockstep.
 
     :param problem: the problem.
     :param policy_fn: ``policy_fn(t, wealth) -> (options, portfolios)`` for the ``(n,)``
         current wealths in year ``t``; scalars broadcast. Infeasible choices mean "take nothing".
+        (With inflation the policy does not see the price index; the result records it.)
     :param n_paths: number of paths.
-    :param rng: generator for the market draws (ignored when ``z`` is given).
+    :param rng: generator for the market draws (ignored when ``z`` is given) and, with
+        inflation, then for the inflation shocks (ignored when ``e`` is given).
     :param z: optional ``(n_paths, T)`` standard normal draws (common random numbers).
+    :param inflation: optional stochastic inflation of goal costs (:class:`Inflation`).
+    :param e: optional ``(n_paths, T)`` standard normal inflation shocks.
     """
+    rng = rng if rng is not None else (np.random.default_rng() if z is None or e is None else None)
     if z is None:
-        rng = rng if rng is not None else np.random.default_rng()
         z = rng.standard_normal((n_paths, problem.T))
     z = np.asarray(z, dtype=np.float64)
     if z.shape != (n_paths, problem.T):
         raise ValueError(f"z must have shape {(n_paths, problem.T)}, got {z.shape}")
-    batch = WealthBatch(problem, n_paths)
+    if inflation is not None:
+        if e is None:
+            e = rng.standard_normal((n_paths, problem.T))
+        e = np.asarray(e, dtype=np.float64)
+        if e.shape != (n_paths, problem.T):
+            raise ValueError(f"e must have shape {(n_paths, problem.T)}, got {e.shape}")
+    batch = WealthBatch(problem, n_paths, inflation)
+    index = np.ones((n_paths, problem.T + 1)) if inflation is not None else None
     wealth = np.empty((n_paths, problem.T + 1))
     options = np.zeros((n_paths, problem.T), dtype=np.int64)
     portfolios = np.zeros((n_paths, problem.T), dtype=np.int64)
     for t in range(problem.T):
         wealth[:, t] = batch.wealth
+        if index is not None:
+            index[:, t] = batch.price_index
         opt, k = policy_fn(t, batch.wealth.copy())
         opt = np.broadcast_to(np.asarray(opt, dtype=np.int64), (n_paths,))
         k = np.broadcast_to(np.asarray(k, dtype=np.int64), (n_paths,))
@@ -551,8 +656,16 @@ def simulate(
         opt = np.clip(opt, 0, problem.n_options - 1)
         options[:, t] = np.where(feasible[np.arange(n_paths), opt], opt, 0)
         portfolios[:, t] = np.clip(k, 0, problem.k - 1)
-        batch.step(options[:, t], portfolios[:, t], z[:, t])
+        batch.step(options[:, t], portfolios[:, t], z[:, t], e=None if e is None else e[:, t])
     wealth[:, problem.T] = batch.terminal_wealth
+    if index is not None:
+        index[:, problem.T] = batch.price_index
     return SimResult(
-        batch.utility.copy(), batch.goals_taken.copy(), wealth, batch.wealth.copy(), options, portfolios
+        batch.utility.copy(),
+        batch.goals_taken.copy(),
+        wealth,
+        batch.wealth.copy(),
+        options,
+        portfolios,
+        index,
     )

@@ -9,6 +9,12 @@ problems, and then one market shock per year), with one change for random proble
 problem is the one drawn by its held-out seed ``s`` (``sample_problem(default_rng(s))``), so
 the ``episodes_per_seed`` episodes of one held-out seed are market paths of one held-out
 problem, and averaging them estimates that problem's expected utility.
+
+With stochastic inflation of goal costs (``params.inflation``) every env also draws one
+inflation shock per year from the same generator, right after that year's market shock
+(``WealthEnv.step`` order), so every policy meets the same price-index paths on the same
+seeds. There is no DP optimum then: ``dp_value`` and the ``pct_of_dp`` KPI are NaN
+(not applicable), and the ``dp`` heuristic refuses to build.
 """
 
 from __future__ import annotations
@@ -23,10 +29,16 @@ from pydantic import BaseModel
 
 from fieldrl.domains.base import KPI, Domain, EpisodeRecord
 from fieldrl.domains.vec_env import BatchedVecEnv
-from fieldrl.domains.wealth.env import OBS_CLIP, WealthEnv, observation_size, observe
-from fieldrl.domains.wealth.heuristics import HEURISTICS, ProblemObs, action_sizes, dp_solution
+from fieldrl.domains.wealth.env import OBS_CLIP, WealthEnv, apply_prices, observation_size, observe
+from fieldrl.domains.wealth.heuristics import (
+    HEURISTICS,
+    ProblemObs,
+    action_sizes,
+    dp_solution,
+    heuristic_problem,
+)
 from fieldrl.domains.wealth.params import WealthParams
-from fieldrl.simulators.gbwm import SAMPLE_T, Problem, WealthBatch, sample_problem
+from fieldrl.simulators.gbwm import SAMPLE_T, Inflation, Problem, WealthBatch, sample_problem
 
 #: held-out paths kept in the trace (for the report's fan charts and policy maps).
 MAX_TRACE_PATHS = 1000
@@ -41,16 +53,31 @@ KPIS: list[KPI] = [
 
 
 class _Group:
-    """Envs sharing one problem: one :class:`WealthBatch` and its market shocks."""
+    """Envs sharing one problem: one :class:`WealthBatch`, its market (and inflation) shocks."""
 
-    def __init__(self, problem: Problem, rows: np.ndarray, z: np.ndarray, obs_args: tuple[int, int]):
-        self.problem, self.rows, self.z = problem, rows, z
-        self.batch = WealthBatch(problem, len(rows))
+    def __init__(
+        self,
+        problem: Problem,
+        rows: np.ndarray,
+        z: np.ndarray,
+        obs_args: tuple[int, int],
+        inflation: Inflation | None = None,
+        e: np.ndarray | None = None,
+    ):
+        self.problem, self.rows, self.z, self.e = problem, rows, z, e
+        self.batch = WealthBatch(problem, len(rows), inflation)
         self.obs_args = obs_args
+        self.inflation = inflation
 
     def obs(self) -> np.ndarray:
         p, b = self.problem, self.batch
         t = int(b.t[0])
+        if self.inflation is not None:
+            raw = observe(p, min(t, p.T), p.W0, *self.obs_args, price=(1.0, 0.0), clip=False)
+            out = np.repeat(raw[None, :], len(self.rows), axis=0)
+            out[:, 1] = b.wealth / p.W0
+            apply_prices(out, b.price_index, b.inflation_rate, *self.obs_args)
+            return np.clip(out, -OBS_CLIP, OBS_CLIP)
         static = observe(p, min(t, p.T), p.W0, *self.obs_args).astype(np.float64)
         out = np.repeat(static[None, :], len(self.rows), axis=0)
         out[:, 1] = np.clip(b.wealth / p.W0, -OBS_CLIP, OBS_CLIP)
@@ -66,7 +93,9 @@ class WealthEvalEnvs:
     ``(n, max T + 1)``. Step info: ``wealth`` (after the year, and after the goal at ``T``
     on the last step), ``option`` (goal level taken this year, 0 = none), ``portfolio``,
     ``terminal_wealth`` (wealth reaching ``T``; NaN on other steps), ``terminal_option``
-    and ``terminal_gain`` (level and utility of the goal settled at ``T``; 0 on other steps).
+    and ``terminal_gain`` (level and utility of the goal settled at ``T``; 0 on other steps);
+    with inflation also ``price_index`` (the index after the year). With inflation
+    ``dp_value`` is NaN: there is no DP optimum.
 
     :param params: the domain parameters.
     :param seeds: one env seed per episode.
@@ -78,11 +107,13 @@ class WealthEvalEnvs:
         self.seeds = [int(s) for s in seeds]
         self.n = len(self.seeds)
         fixed = params.problem()
+        self.inflation = inflation = params.inflation_model()
         self.n_options, self.k = action_sizes(params)
         levels = self.n_options - 1
         roots = self.seeds if cases is None else [int(c) for c in cases]
         problems: list[Problem] = []
         shocks: list[np.ndarray] = []
+        price_shocks: list[np.ndarray] = []
         by_root: dict[int, Problem] = {}
         for seed, root in zip(self.seeds, roots, strict=True):
             rng = np.random.default_rng(seed)
@@ -93,7 +124,12 @@ class WealthEvalEnvs:
                     by_root[root] = sample_problem(np.random.default_rng(root), levels)
                 problem = by_root[root]
             problems.append(problem)
-            shocks.append(rng.standard_normal(problem.T))
+            if inflation is None:
+                shocks.append(rng.standard_normal(problem.T))
+            else:  # year by year: market shock, then inflation shock (as WealthEnv.step draws them)
+                draws = rng.standard_normal((problem.T, 2))
+                shocks.append(draws[:, 0])
+                price_shocks.append(draws[:, 1])
         self.problems = tuple(problems)
         order = list(dict.fromkeys(self.problems))  # held-out problems in seed order
         index = {p: j for j, p in enumerate(order)}
@@ -102,8 +138,9 @@ class WealthEvalEnvs:
         self.groups = []
         for j, p in enumerate(order):
             rows = np.flatnonzero(self.problem_index == j)
-            self.groups.append(_Group(p, rows, np.stack([shocks[i] for i in rows]), obs_args))
-        self.obs_size = observe(order[0], 0, order[0].W0, *obs_args).shape[0] if order else 0
+            e = None if inflation is None else np.stack([price_shocks[i] for i in rows])
+            self.groups.append(_Group(p, rows, np.stack([shocks[i] for i in rows]), obs_args, inflation, e))
+        self.obs_size = observation_size(*obs_args, inflation is not None) if order else 0
         self.initial_info: dict[str, np.ndarray] = {}
 
     def _obs(self) -> ProblemObs:
@@ -124,7 +161,11 @@ class WealthEvalEnvs:
             "W0": np.array([p.W0 for p in self.problems]),
             "T": np.array([p.T for p in self.problems], dtype=float),
             "n_goals": np.array([len(p.goals) for p in self.problems], dtype=float),
-            "dp_value": np.array([dp_solution(p).value_w0 for p in self.problems]),
+            "dp_value": (
+                np.full(self.n, np.nan)  # no DP optimum under stochastic inflation
+                if self.inflation is not None
+                else np.array([dp_solution(p).value_w0 for p in self.problems])
+            ),
             "problem": self.problem_index.astype(float),
             "goal_due": goal_due,
         }
@@ -144,31 +185,50 @@ class WealthEvalEnvs:
             "terminal_option": np.zeros(self.n),
             "terminal_gain": np.zeros(self.n),
         }
+        if self.inflation is not None:
+            info["price_index"] = np.ones(self.n)
         for g in self.groups:
             b, p, rows = g.batch, g.problem, g.rows
             if b.done.all():
                 info["wealth"][rows] = b.wealth
+                if self.inflation is not None:
+                    info["price_index"][rows] = b.price_index
                 terminated[rows] = True
                 continue
             t = int(b.t[0])
             option = np.clip(a[rows, 0], 0, p.n_options - 1)
             option = np.where(b.feasible()[np.arange(len(rows)), option], option, 0)
             portfolio = np.clip(a[rows, 1], 0, p.k - 1)
-            r, done = b.step(option, portfolio, g.z[:, t])
+            r, done = b.step(option, portfolio, g.z[:, t], e=None if g.e is None else g.e[:, t])
             reward[rows], terminated[rows] = r, done
             info["wealth"][rows] = b.wealth
             info["option"][rows] = option
             info["portfolio"][rows] = portfolio
+            index = None
+            if self.inflation is not None:
+                info["price_index"][rows] = index = b.price_index
             if done.any():
-                level = p.terminal_choice(b.terminal_wealth)
+                level = p.terminal_choice(b.terminal_wealth, index)
                 info["terminal_wealth"][rows] = np.where(done, b.terminal_wealth, np.nan)
                 info["terminal_option"][rows] = np.where(done, level, 0)
                 info["terminal_gain"][rows] = np.where(done, p.option_utility[p.T, level], 0.0)
         return self._obs(), reward, terminated, np.zeros(self.n, dtype=bool), info
 
 
-def observation_table(problem: Problem, max_obs_goals: int, levels: int) -> np.ndarray:
-    """``(T+1, size)`` observations at each year with wealth ``W0`` (column 1 is then replaced)."""
+def observation_table(
+    problem: Problem, max_obs_goals: int, levels: int, inflation: bool = False
+) -> np.ndarray:
+    """``(T+1, size)`` observations at each year with wealth ``W0`` (column 1 is then replaced).
+
+    With ``inflation`` the rows are unclipped, with listed costs and room for the price entries
+    (:func:`~fieldrl.domains.wealth.env.apply_prices` then puts them at today's prices).
+    """
+    if inflation:
+        rows = [
+            observe(problem, t, problem.W0, max_obs_goals, levels, price=(1.0, 0.0), clip=False)
+            for t in range(problem.T + 1)
+        ]
+        return np.stack(rows)
     rows = [observe(problem, t, problem.W0, max_obs_goals, levels) for t in range(problem.T + 1)]
     return np.stack(rows).astype(np.float64)
 
@@ -179,7 +239,8 @@ class WealthVecEnv(BatchedVecEnv):
     A fixed problem runs as one :class:`WealthBatch`; random problems as one batch per env,
     each drawing a new problem at every reset. Observations and actions are those of
     :class:`WealthEnv`. Env ``i`` draws its problems and market shocks from its own
-    generator, spawned from ``np.random.SeedSequence(seed)``.
+    generator, spawned from ``np.random.SeedSequence(seed)`` (with inflation, one market and
+    one inflation shock per year, in that order).
 
     :param params: the domain parameters.
     :param n_envs: number of parallel investors.
@@ -189,10 +250,12 @@ class WealthVecEnv(BatchedVecEnv):
     def __init__(self, params: WealthParams, n_envs: int, seed: int | None = None):
         self.render_mode = None
         self.fixed = params.problem()
+        self.inflation = params.inflation_model()
+        self._priced = self.inflation is not None
         n_options, k = action_sizes(params)
         self.levels = n_options - 1
         self.obs_args = (params.max_obs_goals, self.levels)
-        size = self._size = observation_size(*self.obs_args)
+        size = self._size = observation_size(*self.obs_args, self._priced)
         super().__init__(
             n_envs,
             spaces.Box(-OBS_CLIP, OBS_CLIP, shape=(size,), dtype=np.float32),
@@ -200,18 +263,21 @@ class WealthVecEnv(BatchedVecEnv):
         )
         max_t = self.fixed.T if self.fixed is not None else SAMPLE_T[1]
         self._z = np.zeros((n_envs, max_t))
+        self._e = np.zeros((n_envs, max_t)) if self._priced else None
         self._actions = np.zeros((n_envs, 2), dtype=np.int64)
         self._pending_seed: int | None = None
         self._seed_rngs(seed)
         self._slots: list[tuple[WealthBatch, np.ndarray]] = []
         self._tables: list[np.ndarray] = []
         if self.fixed is not None:
-            self._slots = [(WealthBatch(self.fixed, n_envs), np.arange(n_envs))]
-            self._tables = [observation_table(self.fixed, *self.obs_args)]
+            self._slots = [(WealthBatch(self.fixed, n_envs, self.inflation), np.arange(n_envs))]
+            self._tables = [observation_table(self.fixed, *self.obs_args, self._priced)]
         else:  # placeholders until reset() draws each env's first problem
             placeholder = sample_problem(np.random.default_rng(0), self.levels)
-            table = observation_table(placeholder, *self.obs_args)
-            self._slots = [(WealthBatch(placeholder, 1), np.array([i])) for i in range(n_envs)]
+            table = observation_table(placeholder, *self.obs_args, self._priced)
+            self._slots = [
+                (WealthBatch(placeholder, 1, self.inflation), np.array([i])) for i in range(n_envs)
+            ]
             self._tables = [table] * n_envs
 
     def _seed_rngs(self, seed: int | None) -> None:
@@ -230,18 +296,28 @@ class WealthVecEnv(BatchedVecEnv):
         rng = self._rngs[i]
         if self.fixed is None:
             problem = sample_problem(rng, self.levels)
-            self._slots[i] = (WealthBatch(problem, 1), np.array([i]))
-            self._tables[i] = observation_table(problem, *self.obs_args)
+            self._slots[i] = (WealthBatch(problem, 1, self.inflation), np.array([i]))
+            self._tables[i] = observation_table(problem, *self.obs_args, self._priced)
         else:
             problem = self.fixed
             self._slots[0][0].reset([i])
-        self._z[i, : problem.T] = rng.standard_normal(problem.T)
+        if self._e is None:
+            self._z[i, : problem.T] = rng.standard_normal(problem.T)
+        else:  # year by year: market shock, then inflation shock
+            draws = rng.standard_normal((problem.T, 2))
+            self._z[i, : problem.T], self._e[i, : problem.T] = draws[:, 0], draws[:, 1]
 
     def _observe(self) -> np.ndarray:
         obs = np.zeros((self.num_envs, self._size))
         for (batch, rows), table in zip(self._slots, self._tables, strict=True):
             obs[rows] = table[np.minimum(batch.t, batch.problem.T)]
-            obs[rows, 1] = np.clip(batch.wealth / batch.problem.W0, -OBS_CLIP, OBS_CLIP)
+            if self._priced:
+                obs[rows, 1] = batch.wealth / batch.problem.W0
+                obs[rows] = apply_prices(obs[rows], batch.price_index, batch.inflation_rate, *self.obs_args)
+            else:
+                obs[rows, 1] = np.clip(batch.wealth / batch.problem.W0, -OBS_CLIP, OBS_CLIP)
+        if self._priced:
+            np.clip(obs, -OBS_CLIP, OBS_CLIP, out=obs)
         return obs.astype(np.float32)
 
     def reset(self) -> np.ndarray:
@@ -262,8 +338,10 @@ class WealthVecEnv(BatchedVecEnv):
         reward = np.zeros(self.num_envs)
         done = np.zeros(self.num_envs, dtype=bool)
         for batch, rows in self._slots:
-            z = self._z[rows, np.minimum(batch.t, self._z.shape[1] - 1)]
-            reward[rows], done[rows] = batch.step(self._actions[rows, 0], self._actions[rows, 1], z)
+            year = np.minimum(batch.t, self._z.shape[1] - 1)
+            z = self._z[rows, year]
+            e = None if self._e is None else self._e[rows, year]
+            reward[rows], done[rows] = batch.step(self._actions[rows, 0], self._actions[rows, 1], z, e=e)
         obs = self._observe()
         infos: list[dict[str, Any]] = [{"TimeLimit.truncated": False} for _ in range(self.num_envs)]
         finished = np.flatnonzero(done)
@@ -284,13 +362,15 @@ def _last_active(active: np.ndarray) -> np.ndarray:
 
 
 def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
-    """``utility``, ``pct_of_dp`` (utility / DP optimum x 100; 100 when the optimum is 0),
-    ``goals_taken`` (% of the problem's goals, any level; 0 without goals), ``final_wealth``."""
+    """``utility``, ``pct_of_dp`` (utility / DP optimum x 100; 100 when the optimum is 0; NaN,
+    i.e. not applicable, when there is no DP optimum: stochastic inflation), ``goals_taken``
+    (% of the problem's goals, any level; 0 without goals), ``final_wealth``."""
     active = np.asarray(record.active, dtype=bool)
     init = record.initial_info
     utility = np.asarray(record.returns, dtype=np.float64)
     dp = np.asarray(init["dp_value"], dtype=np.float64)
     pct = np.where(dp > 0, 100.0 * utility / np.where(dp > 0, dp, 1.0), 100.0)
+    pct = np.where(np.isnan(dp), np.nan, pct)
     taken = (np.where(active, record.info["option"] > 0, False).sum(axis=0)) + np.where(
         active, record.info["terminal_option"] > 0, False
     ).sum(axis=0)
@@ -308,7 +388,8 @@ def episode_trace(record: EpisodeRecord, index: int, max_paths: int = MAX_TRACE_
     ``path`` (position in the batch: held-out seed-major, episode-minor), ``problem``,
     ``year``, ``wealth`` (start of the year, before its goal; at ``T`` before the final goal),
     ``wealth_rel`` (``wealth / W0``), ``portfolio`` (-1 at ``T``), ``goal`` (level taken,
-    0 = none), ``goal_due`` (1 in goal years) and ``utility`` (gained that year).
+    0 = none), ``goal_due`` (1 in goal years) and ``utility`` (gained that year); with
+    inflation also ``price_index`` (the index at the start of the year; 1 at year 0).
     """
     active = np.asarray(record.active, dtype=bool)
     init = record.initial_info
@@ -325,6 +406,9 @@ def episode_trace(record: EpisodeRecord, index: int, max_paths: int = MAX_TRACE_
             np.arange(steps) == steps - 1, info["terminal_gain"][:steps, i], 0.0
         )
         utility = np.concatenate([gained, info["terminal_gain"][steps - 1 : steps, i]])
+        extra = {}
+        if "price_index" in info:
+            extra["price_index"] = np.concatenate([[1.0], info["price_index"][:steps, i]])
         frames.append(
             pd.DataFrame(
                 {
@@ -337,6 +421,7 @@ def episode_trace(record: EpisodeRecord, index: int, max_paths: int = MAX_TRACE_
                     "goal": goal.astype(np.int64),
                     "goal_due": init["goal_due"][i, : steps + 1].astype(np.int64),
                     "utility": utility,
+                    **extra,
                 }
             )
         )
@@ -355,6 +440,9 @@ class WealthDomain(Domain):
     kpis = KPIS
     heuristics = HEURISTICS
 
+    def heuristic_problem(self, use: str, params: BaseModel) -> str | None:
+        return heuristic_problem(use, self.checked_params(params))
+
     def make_env(self, params: BaseModel, seed: int | None = None) -> WealthEnv:
         p = self.checked_params(params)
         problem = p.problem()
@@ -363,6 +451,7 @@ class WealthDomain(Domain):
             random=problem is None,
             max_obs_goals=p.max_obs_goals,
             max_levels=p.max_levels,
+            inflation=p.inflation_model(),
         )
         if seed is not None:
             env.reset(seed=seed)

@@ -10,6 +10,11 @@ Observation (float32), so one policy can serve many problems:
 ``max_obs_goals`` blocks describing the next goals due at or after ``t``:
 ``[present, (time - t)/T, cost_1/W0, utility_1/20, ..., cost_L/W0, utility_L/20]``
 (``L = max_levels``; missing entries 0). Ratios are clipped to ``[0, OBS_CLIP]``.
+
+With stochastic inflation of goal costs (``inflation``), goal costs are shown at today's
+prices (listed cost times the price index ``P_t``) and two entries are appended:
+``[P_t, 10 * pi_{t-1}]`` (the index and last year's log inflation rate). Without
+inflation the observation is exactly the one above.
 """
 
 from __future__ import annotations
@@ -21,18 +26,58 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from fieldrl.simulators.gbwm import Problem, WealthBatch, sample_problem
+from fieldrl.simulators.gbwm import Inflation, Problem, WealthBatch, sample_problem
 
 OBS_CLIP = 100.0
 _HEAD = 9
+#: entries appended with inflation: the price index and 10 x last year's log inflation rate.
+PRICE_OBS = 2
+#: scale of the inflation-rate entry.
+RATE_SCALE = 10.0
 
 
-def observation_size(max_obs_goals: int, max_levels: int) -> int:
-    return _HEAD + max_obs_goals * (2 + 2 * max_levels)
+def observation_size(max_obs_goals: int, max_levels: int, inflation: bool = False) -> int:
+    return _HEAD + max_obs_goals * (2 + 2 * max_levels) + (PRICE_OBS if inflation else 0)
 
 
-def observe(problem: Problem, t: int, wealth: float, max_obs_goals: int, max_levels: int) -> np.ndarray:
-    """The observation vector of an investor with ``wealth`` at year ``t`` (see module doc)."""
+def cost_columns(max_obs_goals: int, max_levels: int) -> np.ndarray:
+    """Observation columns holding goal costs (``cost / W0``)."""
+    block = 2 + 2 * max_levels
+    return np.array(
+        [_HEAD + g * block + 2 + 2 * j for g in range(max_obs_goals) for j in range(max_levels)],
+        dtype=np.int64,
+    )
+
+
+def apply_prices(
+    obs: np.ndarray, price_index: np.ndarray, rate: np.ndarray, max_obs_goals: int, max_levels: int
+) -> np.ndarray:
+    """Put unclipped ``(n, size)`` observations with listed costs at today's prices, in place.
+
+    Multiplies the goal-cost columns by each row's price index and fills the two appended
+    columns with ``P_t`` and ``10 * pi_{t-1}``. Clip afterwards.
+    """
+    index = np.asarray(price_index, dtype=np.float64).reshape(-1, 1)
+    obs[:, cost_columns(max_obs_goals, max_levels)] *= index
+    obs[:, -2] = index[:, 0]
+    obs[:, -1] = RATE_SCALE * np.asarray(rate, dtype=np.float64).reshape(-1)
+    return obs
+
+
+def observe(
+    problem: Problem,
+    t: int,
+    wealth: float,
+    max_obs_goals: int,
+    max_levels: int,
+    price: tuple[float, float] | None = None,
+    clip: bool = True,
+) -> np.ndarray:
+    """The observation vector of an investor with ``wealth`` at year ``t`` (see module doc).
+
+    :param price: ``(P_t, pi_{t-1})`` with inflation (adds two entries); None without.
+    :param clip: clip to ``[-OBS_CLIP, OBS_CLIP]`` and return float32 (False: raw float64).
+    """
     f, w0, T = problem.frontier, problem.W0, problem.T
     head = [
         t / T,
@@ -54,6 +99,11 @@ def observe(problem: Problem, t: int, wealth: float, max_obs_goals: int, max_lev
             row += [cost / w0, utility / 20.0]
         goals[i * block : i * block + len(row)] = row
     obs = np.concatenate([head, goals])
+    if price is not None:
+        obs = np.concatenate([obs, np.zeros(PRICE_OBS)])
+        apply_prices(obs[None, :], np.array([price[0]]), np.array([price[1]]), max_obs_goals, max_levels)
+    if not clip:
+        return obs
     return np.clip(obs, -OBS_CLIP, OBS_CLIP).astype(np.float32)
 
 
@@ -67,6 +117,9 @@ class WealthEnv(gym.Env):
     :param max_levels: goal levels offered by the action space (for a fixed problem, at
         least its own; for random problems, the sampler's maximum).
     :param k: portfolios (for a fixed problem, its frontier's; random problems have 15).
+    :param inflation: optional stochastic inflation of goal costs; adds the price index and
+        last year's inflation rate to the observation, and each step then draws an
+        inflation shock right after the market shock from the same generator.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -78,6 +131,7 @@ class WealthEnv(gym.Env):
         max_obs_goals: int = 4,
         max_levels: int = 2,
         k: int = 15,
+        inflation: Inflation | None = None,
     ):
         super().__init__()
         if (problem is None) != random:
@@ -89,25 +143,34 @@ class WealthEnv(gym.Env):
         self.problem = (
             problem if problem is not None else sample_problem(np.random.default_rng(0), max_levels)
         )
+        self.inflation = inflation
         self.action_space = spaces.MultiDiscrete([1 + self.max_levels, self.k])
-        size = observation_size(self.max_obs_goals, self.max_levels)
+        size = observation_size(self.max_obs_goals, self.max_levels, inflation is not None)
         self.observation_space = spaces.Box(-OBS_CLIP, OBS_CLIP, shape=(size,), dtype=np.float32)
-        self._batch = WealthBatch(self.problem, 1)
+        self._batch = WealthBatch(self.problem, 1, inflation)
 
     def _obs(self) -> np.ndarray:
         b = self._batch
-        return observe(self.problem, int(b.t[0]), float(b.wealth[0]), self.max_obs_goals, self.max_levels)
+        price = None
+        if self.inflation is not None:
+            price = (float(b.price_index[0]), float(b.inflation_rate[0]))
+        return observe(
+            self.problem, int(b.t[0]), float(b.wealth[0]), self.max_obs_goals, self.max_levels, price
+        )
 
     def _info(self) -> dict[str, Any]:
         b = self._batch
         n_goals = max(len(self.problem.goals), 1)
-        return {
+        info = {
             "wealth": float(b.wealth[0]),
             "t": int(b.t[0]),
             "utility": float(b.utility[0]),
             "goals_taken": float((b.goals_taken[0] > 0).sum() / n_goals),
             "max_utility": self.problem.max_utility,
         }
+        if self.inflation is not None:
+            info["price_index"] = float(b.price_index[0])
+        return info
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -115,12 +178,15 @@ class WealthEnv(gym.Env):
         super().reset(seed=seed)
         if self.random:
             self.problem = sample_problem(self.np_random, self.max_levels)
-            self._batch = WealthBatch(self.problem, 1)
+            self._batch = WealthBatch(self.problem, 1, self.inflation)
         self._batch.reset()
         return self._obs(), self._info()
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         a = np.asarray(action, dtype=np.int64).reshape(2)
-        z = self.np_random.standard_normal(1)
-        reward, done = self._batch.step(a[:1], a[1:], z)
+        if self.inflation is None:
+            z, e = self.np_random.standard_normal(1), None
+        else:  # market shock, then inflation shock, from the same stream
+            z, e = np.split(self.np_random.standard_normal(2), 2)
+        reward, done = self._batch.step(a[:1], a[1:], z, e=e)
         return self._obs(), float(reward[0]), bool(done[0]), False, self._info()

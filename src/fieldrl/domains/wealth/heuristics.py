@@ -11,6 +11,11 @@ to an adviser but not fully in the observation. For a fixed problem it comes fro
 scenario parameters; with ``random: true`` every held-out episode has its own problem,
 and the wealth evaluation envs hand it over attached to the observation batch
 (:class:`ProblemObs`, an ``ndarray`` whose ``problems`` attribute lists each row's problem).
+
+With stochastic inflation of goal costs (``params.inflation``) the goal costs in the
+observation are at today's prices, so the greedy rules compare wealth with the inflated
+cost they actually face; ``dp`` does not apply (its solver has no price-index state) and
+refuses to build rather than play a plan for the wrong problem.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fieldrl.domains.base import HeuristicSpec
 from fieldrl.domains.wealth.env import _HEAD
 from fieldrl.domains.wealth.params import WealthParams
+from fieldrl.errors import FieldrlError
 from fieldrl.simulators import gbwm_dp
 from fieldrl.simulators.gbwm import Problem
 
@@ -128,7 +134,7 @@ def greedy_goal(obs: np.ndarray, n_options: int) -> np.ndarray:
 
     Reads the first goal block: present, due in 0 years, levels ``(cost/W0, utility/20)``
     against the wealth ``W/W0``. Levels missing from the block read as utility 0 and are
-    never taken.
+    never taken. With inflation the block's costs are already at today's prices.
     """
     obs = np.asarray(obs, dtype=np.float64)
     n = len(obs)
@@ -271,7 +277,20 @@ def _glide(s: GlideSettings, p: WealthParams, name: str) -> GlidePath:
     return GlidePath(name, n_options, k, start, end, s.span, s.target, p.max_obs_goals)
 
 
+def heuristic_problem(use: str, p: WealthParams) -> str | None:
+    """Why heuristic ``use`` cannot run with params ``p`` (``WealthDomain.heuristic_problem``), or None."""
+    if use == "dp" and p.inflation is not None:
+        return (
+            "does not apply with params.inflation: the DP optimum is not available under stochastic "
+            "inflation of goal costs, whose price index is a state the DP solver does not model"
+        )
+    return None
+
+
 def _dp(s: DPSettings, p: WealthParams, name: str) -> DynamicProgramming:
+    problem = heuristic_problem("dp", p)
+    if problem is not None:  # scenario validation refuses this first; a direct build still must not run
+        raise FieldrlError(f"heuristic {name!r} (use: dp) {problem}; remove it or params.inflation")
     n_options, k = action_sizes(p)
     return DynamicProgramming(name, n_options, k, p.problem(), s.grid_density)
 

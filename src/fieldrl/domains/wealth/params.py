@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fieldrl.simulators.gbwm import Frontier, Goal, Problem, benchmark_problem
+from fieldrl.simulators.gbwm import Frontier, Goal, Inflation, Problem, benchmark_problem
 
 
 class _Strict(BaseModel):
@@ -49,6 +49,36 @@ class FrontierParams(_Strict):
         return Frontier.from_assets(self.means, np.asarray(self.cov), self.k, self.mu_min, self.mu_max)
 
 
+class InflationParams(_Strict):
+    """Stochastic inflation of goal costs (``fieldrl.simulators.gbwm.Inflation``).
+
+    The price index starts at 1 and compounds a log inflation rate
+    ``pi_t = mean + rho (pi_{t-1} - mean) + vol e_t`` each year; goal costs are listed in
+    year-0 prices and paid at the index of the year they fall due.
+    """
+
+    mean: float = Field(
+        0.025, ge=-0.2, le=0.5, allow_inf_nan=False, description="Long-run annual log inflation rate."
+    )
+    vol: float = Field(
+        0.01,
+        ge=0.0,
+        le=0.5,
+        allow_inf_nan=False,
+        description="Standard deviation of the annual inflation innovation (0 = deterministic).",
+    )
+    rho: float = Field(
+        0.0,
+        gt=-1.0,
+        lt=1.0,
+        allow_inf_nan=False,
+        description="Persistence of the inflation rate, AR(1) coefficient (0 = independent years).",
+    )
+
+    def build(self) -> Inflation:
+        return Inflation(self.mean, self.vol, self.rho)
+
+
 class WealthParams(_Strict):
     """One of: ``benchmark: n_goals``; explicit ``T``/``W0``/``goals``; or ``random: true``."""
 
@@ -68,6 +98,11 @@ class WealthParams(_Strict):
     max_levels: int = Field(
         2, ge=1, le=8, description="Goal levels the action space offers (random problems)."
     )
+    inflation: InflationParams | None = Field(
+        None,
+        description="Stochastic inflation of goal costs (an extra state variable; no DP optimum). "
+        "None: costs as listed.",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> WealthParams:
@@ -82,6 +117,10 @@ class WealthParams(_Strict):
         if not self.random:
             self.problem()  # surface the engine's validation errors (they name the field) now
         return self
+
+    def inflation_model(self) -> Inflation | None:
+        """The engine's inflation model, or None when costs do not inflate."""
+        return None if self.inflation is None else self.inflation.build()
 
     def problem(self) -> Problem | None:
         """The fixed problem described, or None for ``random``."""

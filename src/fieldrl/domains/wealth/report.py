@@ -1,7 +1,9 @@
 """The wealth pages of the report: wealth fan charts, goals reached, % of the DP optimum, policy maps.
 
 Everything comes from the run's traces (many held-out paths per policy, see
-``WealthDomain.episode_trace``) and summary; nothing is simulated here.
+``WealthDomain.episode_trace``) and summary; nothing is simulated here. With stochastic
+inflation of goal costs there is no DP optimum: the section says so in plain words,
+compares the strategies on utility and draws the price-index paths instead.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from reportlab.lib import colors  # noqa: E402
-from reportlab.platypus import Paragraph, Table, TableStyle  # noqa: E402
+from reportlab.platypus import KeepTogether, Paragraph, Table, TableStyle  # noqa: E402
 
 from fieldrl.reports.figures import png_bytes  # noqa: E402
 from fieldrl.reports.findings import fmt  # noqa: E402
@@ -35,6 +37,20 @@ def _policies(frame: pd.DataFrame, order: list[str]) -> list[str]:
     return [p for p in order if p in present]
 
 
+def quantile_bands(ax: Any, by_year: Any, years: np.ndarray, color: str) -> None:
+    """Median line with the 25-75 % (dark) and 5-95 % (light) bands of a per-year grouped series."""
+    for (lo, hi), alpha in zip(BANDS, (0.18, 0.35), strict=True):
+        ax.fill_between(
+            years,
+            by_year.quantile(lo / 100).reindex(years),
+            by_year.quantile(hi / 100).reindex(years),
+            color=color,
+            alpha=alpha,
+            linewidth=0,
+        )
+    ax.plot(years, by_year.median().reindex(years), color=color, linewidth=1.3)
+
+
 def fan_chart(frame: pd.DataFrame, policies: list[str], relative: bool) -> bytes:
     """One panel per policy: median wealth by year with 25-75 % and 5-95 % bands over paths."""
     column = "wealth_rel" if relative else "wealth"
@@ -47,16 +63,7 @@ def fan_chart(frame: pd.DataFrame, policies: list[str], relative: bool) -> bytes
         rows = frame[frame["policy"] == policy]
         by_year = rows.groupby("year")[column]
         years = np.array(sorted(rows["year"].unique()))
-        for (lo, hi), alpha in zip(BANDS, (0.18, 0.35), strict=True):
-            ax.fill_between(
-                years,
-                by_year.quantile(lo / 100).reindex(years),
-                by_year.quantile(hi / 100).reindex(years),
-                color="#1f77b4",
-                alpha=alpha,
-                linewidth=0,
-            )
-        ax.plot(years, by_year.median().reindex(years), color="#1f77b4", linewidth=1.3)
+        quantile_bands(ax, by_year, years, "#1f77b4")
         for year in goal_years:
             ax.axvline(year, color="black", linestyle=":", linewidth=0.7)
         ax.set_title(f"{policy} ({rows['path'].nunique()} paths)", fontsize=8)
@@ -212,7 +219,80 @@ def adviser_text(ctx: Any, variant: str, dp_name: str | None, several_problems: 
     return " ".join(parts)
 
 
+def price_fan(frame: pd.DataFrame) -> bytes:
+    """Price index by year over the held-out paths (the same for every policy on the same seeds)."""
+    rows = frame[frame["policy"] == frame["policy"].iloc[0]]
+    by_year = rows.groupby("year")["price_index"]
+    years = np.array(sorted(rows["year"].unique()))
+    fig, ax = plt.subplots(figsize=(4.2, 2.4))
+    quantile_bands(ax, by_year, years, "#d62728")
+    ax.set_xlabel("year", fontsize=8)
+    ax.set_ylabel("price index (year 0 = 1)", fontsize=8)
+    ax.set_title(f"Goal-cost price index ({rows['path'].nunique()} paths)", fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def inflation_text(ctx: Any, variant: str, inflation: Any, frame: pd.DataFrame) -> str:
+    """Plain words for a setting with stochastic inflation: no DP optimum; utility compared directly."""
+    entry = ctx.summary["variants"][variant]
+    parts = [
+        "Goal costs in this setting rise with a random price index: the listed costs are in year-0 prices "
+        "and each goal is paid at the index of the year it falls due (annual log inflation "
+        f"{100 * inflation.mean:.3g} % on average, innovation volatility {100 * inflation.vol:.3g} %, "
+        f"persistence {inflation.rho:.3g}). The dynamic-programming (DP) optimum is not available under "
+        "stochastic inflation: the price index is a second state variable that the DP solver, a grid "
+        "over wealth alone, does not model. So there is no DP strategy and 'share of the DP optimum' is "
+        "not applicable (n/a in the tables); the strategies are compared on expected utility directly. "
+        "Every strategy met the same market and price-index paths."
+    ]
+    if not frame.empty and "price_index" in frame:
+        rows = frame[frame["policy"] == frame["policy"].iloc[0]]
+        last = rows[rows["year"] == rows["year"].max()]["price_index"]
+        if len(last):
+            lo, mid, hi = np.percentile(last, [5, 50, 95])
+            parts.append(
+                f"By the last year the index reached {fmt(mid)} on the median path (5-95 %: {fmt(lo)} to "
+                f"{fmt(hi)}), so the late goals cost that much more than listed."
+            )
+    utility = {p: v["utility"]["mean"] for p, v in entry["policies"].items() if "utility" in v}
+    if utility:
+        ranked = sorted(utility.items(), key=lambda kv: -kv[1]["value"])
+        parts.append(
+            "Expected utility with 95 % confidence intervals over the held-out market paths: "
+            + "; ".join(f"{p} {fmt(s['value'])} [{fmt(s['low'])}, {fmt(s['high'])}]" for p, s in ranked)
+            + "."
+        )
+    learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+    diff = entry.get("comparison", {}).get("utility", {}).get("difference")
+    if learned and heuristic and diff:
+        if diff["low"] > 0:
+            verdict = "reached more utility than"
+        elif diff["high"] < 0:
+            verdict = "reached less utility than"
+        else:
+            verdict = "could not be told apart from"
+        parts.append(
+            f"For an adviser: {learned}, the best learned strategy, {verdict} {heuristic}, the best standard "
+            f"rule, on the same paths (difference {fmt(diff['value'])}, 95 % CI {fmt(diff['low'])} to "
+            f"{fmt(diff['high'])})."
+        )
+    return " ".join(parts)
+
+
+def _variant_params(ctx: Any, variant: str) -> Any:
+    try:
+        return ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
+    except Exception:  # a report never fails on a setting it cannot read back
+        return None
+
+
 def report_section(ctx: Any) -> list[Any]:
+    from fieldrl.reports.pdf import PAGE_WIDTH
+
     styles = ctx.styles
     story: list[Any] = [Paragraph("Wealth paths, goals and decisions", styles["Heading2"])]
     traces = ctx.traces
@@ -224,10 +304,16 @@ def report_section(ctx: Any) -> list[Any]:
         if variant != "default":
             story.append(Paragraph(f"Setting {variant}", styles["Heading3"]))
         several = not frame.empty and frame["problem"].nunique() > 1
-        story.append(ctx.para(adviser_text(ctx, variant, dp_name, several)))
+        params = _variant_params(ctx, variant)
+        inflation = getattr(params, "inflation", None)
+        if not frame.empty:
+            frame = _first_seed(frame)
+        if inflation is not None:
+            story.append(ctx.para(inflation_text(ctx, variant, inflation, frame)))
+        else:
+            story.append(ctx.para(adviser_text(ctx, variant, dp_name, several)))
         if frame.empty:
             continue
-        frame = _first_seed(frame)
         policies = _policies(frame, order)
         story.append(Paragraph("Wealth fan charts", styles["Heading3"]))
         story.append(
@@ -242,13 +328,23 @@ def report_section(ctx: Any) -> list[Any]:
             )
         )
         story.append(ctx.figure(f"wealth-fan-{variant}", fan_chart(frame, policies, relative=several)))
+        if inflation is not None and "price_index" in frame:
+            story.append(Paragraph("Price index of goal costs", styles["Heading3"]))
+            story.append(
+                ctx.para(
+                    "The price index that multiplies every goal cost, over the held-out paths: median line, "
+                    "25-75 % band dark, 5-95 % band light. A goal due in year t costs its listed cost times "
+                    "the index in year t."
+                )
+            )
+            story.append(ctx.figure(f"price-index-{variant}", price_fan(frame), width=PAGE_WIDTH * 0.6))
         if several:
             continue
         table = goal_table(ctx, frame, policies)
         if table is not None:
-            story.append(Paragraph("Goals reached", styles["Heading3"]))
-            story.append(ctx.para("Share of held-out paths on which each goal was funded (any level)."))
-            story.append(table)
+            heading = Paragraph("Goals reached", styles["Heading3"])
+            text = ctx.para("Share of held-out paths on which each goal was funded (any level).")
+            story.append(KeepTogether([heading, text, table]))  # no heading stranded at a page foot
         mapped = [p for p in [dp_name, *learned] if p in policies]
         if len(mapped) >= 1:
             k = int(frame["portfolio"].max()) + 1 if (frame["portfolio"] >= 0).any() else 1
@@ -256,10 +352,13 @@ def report_section(ctx: Any) -> list[Any]:
             story.append(
                 ctx.para(
                     "Portfolio chosen (colour; 0 = most conservative) at each year and wealth actually "
-                    "visited on the held-out paths, DP beside the learned policy. The maps cover visited "
+                    "visited on the held-out paths, "
+                    + ("DP beside the learned policy. " if dp_name in mapped else "learned policies. ")
+                    + "The maps cover visited "
                     "states only: a full map of a learned policy over a wealth grid would need the trained "
                     "model evaluated on that grid during evaluation, which the report does not do."
                 )
             )
-            story.append(ctx.figure(f"policy-map-{variant}", policy_maps(frame, mapped, k)))
+            width = PAGE_WIDTH * min(1.0, 0.4 + 0.3 * len(mapped))  # one panel need not fill the page
+            story.append(ctx.figure(f"policy-map-{variant}", policy_maps(frame, mapped, k), width=width))
     return story
