@@ -18,10 +18,10 @@ from fieldrl.simulators.uav_params import UavParams
 SMALL = {"n_uavs": 2, "n_vehicles": 8, "episode_slots": 6, "load": 2.0}
 
 
-@pytest.mark.parametrize("pipeline", [True, False])
-def test_env_passes_pettingzoo_api_and_seed_tests(pipeline):
-    parallel_api_test(parallel_env(pipeline=pipeline, **SMALL), num_cycles=10)
-    parallel_seed_test(lambda: parallel_env(pipeline=pipeline, **SMALL))
+@pytest.mark.parametrize("pipeline, agent_ids", [(True, False), (False, False), (False, True)])
+def test_env_passes_pettingzoo_api_and_seed_tests(pipeline, agent_ids):
+    parallel_api_test(parallel_env(pipeline=pipeline, agent_ids=agent_ids, **SMALL), num_cycles=10)
+    parallel_seed_test(lambda: parallel_env(pipeline=pipeline, agent_ids=agent_ids, **SMALL))
 
 
 def _rollout(params: UavParams, seed: int, actions: np.ndarray) -> tuple[list[float], dict[str, float]]:

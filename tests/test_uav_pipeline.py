@@ -18,7 +18,8 @@ def test_uav_quick_runs_end_to_end_and_reports_every_system(tmp_path):
     for words in (
         "UAV offloading: the systems side by side",
         "PPO (full pipeline)",
-        "PPO (MARL baseline)",
+        "PPO (MARL baseline, independent learners)",
+        "each UAV an independent learner with its own networks",
         "PPO (pipeline, no rectifier)",
         "greedy rate",
         "Where the UAVs flew",

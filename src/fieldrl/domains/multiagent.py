@@ -5,11 +5,12 @@ Multi-agent domains (rail, traffic grids, taxiways, UAVs) expose a PettingZoo
 
 * ``AgentSlotVecEnv`` (training): every *agent slot* of several parallel envs is one
   Stable-Baselines3 env, so one shared network learns from every agent's experience
-  (parameter sharing). Agents may appear and leave mid-episode: a live agent takes a
-  free slot, and its slot reports ``done`` when the agent leaves. A free slot yields a
-  zero observation, zero reward and an all-allowed mask ("black death", as SuperSuit).
-  ``action_masks()`` is answered through ``env_method`` so sb3-contrib's
-  ``MaskablePPO`` sees each slot's mask.
+  (parameter sharing; ``independent-ppo`` instead gives each agent its own networks where the
+  parallel env appends one-hot agent ids and says so in ``n_agent_ids``). Agents may appear
+  and leave mid-episode: a live agent takes a free slot, and its slot reports ``done`` when
+  the agent leaves. A free slot yields a zero observation, zero reward and an all-allowed
+  mask ("black death", as SuperSuit). ``action_masks()`` is answered through ``env_method``
+  so sb3-contrib's ``MaskablePPO`` sees each slot's mask.
 * ``ParallelLockstepEnvs`` (evaluation): one episode per seed, stepped together; the
   runner sees observations ``(n_episodes, n_slots, *obs_shape)``, actions
   ``(n_episodes, n_slots)``, the team reward and an episode-level ``info``.

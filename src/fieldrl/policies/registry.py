@@ -13,12 +13,14 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 
 from fieldrl.domains.taxiway.vd_ppo import VDMaskablePPO
+from fieldrl.policies.independent import IndependentPPO
 from fieldrl.policies.lstm_td3 import LSTMTD3
 
 #: scenario name -> algorithm class
 ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "a2c": sb3.A2C,
     "ppo": sb3.PPO,
+    "independent-ppo": IndependentPPO,  # one network per agent where observations carry agent ids
     "sac": sb3.SAC,
     "td3": sb3.TD3,
     "ddpg": sb3.DDPG,

@@ -116,6 +116,11 @@ class UavParams(BaseModel):
         max_length=8,
         description="Offloading ratios a MARL-baseline agent may choose for its tasks.",
     )
+    agent_ids: bool = Field(
+        False,
+        description="Append a one-hot UAV index to each agent's observation; with algorithm "
+        "independent-ppo every UAV agent then has its own networks (independent learners).",
+    )
     n_observed: int = Field(
         6, ge=1, le=32, description="Best-linked vehicles described in each UAV's observation."
     )

@@ -14,6 +14,9 @@ With ``pipeline: false`` (the MARL baseline) an agent's action also moves its UA
 four directions at full speed) and fixes the offloading ratio of its tasks; there is no SOCP, LP or
 rectifier (BS tasks take the balanced split that equalises local and remote time).
 
+With ``agent_ids: true`` each observation ends with a one-hot UAV index, so ``independent-ppo`` can
+give every UAV agent its own networks (the MARL baseline's independent learners).
+
 Centralised heuristics bypass the agents through :meth:`UavParallelEnv.set_plan`. Every agent gets
 the same team reward; ``episode_info()`` gives the KPIs so far.
 """
@@ -95,7 +98,9 @@ class UavParallelEnv(ParallelEnv):
             self.n_actions = self.n_admit * len(SHARE_MODES)
         else:
             self.n_actions = self.n_admit * len(MOVES) * len(p.marl_ratio_levels)
-        self.obs_dim = 12 + VEHICLE_FEATURES * p.n_observed
+        #: trailing one-hot UAV-index entries of each observation (read by independent-ppo)
+        self.n_agent_ids = p.n_uavs if p.agent_ids else 0
+        self.obs_dim = 12 + VEHICLE_FEATURES * p.n_observed + self.n_agent_ids
         self._reset_counters()
 
     # ------------------------------------------------------------------ spaces
@@ -277,7 +282,11 @@ class UavParallelEnv(ParallelEnv):
                     tasks.deadline[cand] / p.slot_s,
                     (best_uav[cand] == u).astype(float),
                 ]
-            vec = np.r_[np.asarray(head, float), feats.ravel()]
+            vec = np.r_[
+                np.asarray(head, float),
+                feats.ravel(),
+                np.eye(self.n_agent_ids)[u] if self.n_agent_ids else [],
+            ]
             out[agent] = np.clip(vec, -OBS_BOUND, OBS_BOUND).astype(np.float32)
         return out
 

@@ -31,6 +31,12 @@ class Row:
     variant: str
     policy: str
     kind: str  # heuristic | fixed | pipeline | ablation | marl
+    independent: bool = False  # learned: every UAV agent has its own networks
+
+
+def independent_learners(algorithm: str, params: dict[str, Any]) -> bool:
+    """Whether ``algorithm`` trains one network per UAV here (independent-ppo and agent ids on)."""
+    return algorithm == "independent-ppo" and bool(params.get("agent_ids", False))
 
 
 def system_of(params: dict[str, Any]) -> str:
@@ -49,7 +55,7 @@ def rows_by_load(ctx: Any) -> dict[float, list[Row]]:
     heuristics = [
         (e.label, "fixed" if e.use == "pipeline-fixed" else "heuristic") for e in scenario.policies.heuristics
     ]
-    learned = [e.label for e in scenario.policies.learned]
+    learned = scenario.policies.learned
     for variant in scenario.variant_names:
         if variant not in ctx.summary["variants"]:
             continue
@@ -59,8 +65,10 @@ def rows_by_load(ctx: Any) -> dict[float, list[Row]]:
         rows = groups.setdefault(load, [])
         if system == "pipeline" and not any(r.kind in ("heuristic", "fixed") for r in rows):
             rows.extend(Row(h, variant, h, kind) for h, kind in heuristics)
-        for name in learned:
-            rows.append(Row(f"{name} ({SYSTEM_LABEL[system]})", variant, name, system))
+        for entry in learned:
+            own = independent_learners(entry.algorithm, params)
+            label = f"{entry.label} ({SYSTEM_LABEL[system]}{', independent learners' if own else ''})"
+            rows.append(Row(label, variant, entry.label, system, own))
     return groups
 
 
@@ -237,10 +245,15 @@ def finding(ctx: Any, rows: list[Row]) -> str:
     marl = next((r for r in rows if r.kind == "marl"), None)
     if marl is not None:
         m_s, m_c = stat(ctx, marl, "success_rate"), stat(ctx, marl, "cost")
+        who = (
+            "each UAV an independent learner with its own networks"
+            if marl.independent
+            else "one shared network"
+        )
         parts.append(
-            f"Reinforcement learning alone (the MARL baseline: agents also steer the UAVs and pick "
-            f"offloading "
-            f"fractions, no optimisation) completed {fmt(m_s['value'])} % at a cost of {fmt(m_c['value'])}."
+            f"Reinforcement learning alone (the MARL baseline: {who}; agents also steer the UAVs and pick "
+            f"offloading fractions, no optimisation) completed {fmt(m_s['value'])} % at a cost of "
+            f"{fmt(m_c['value'])}."
         )
     abl = next((r for r in rows if r.kind == "ablation"), None)
     if abl is not None:
@@ -279,21 +292,26 @@ def finding(ctx: Any, rows: list[Row]) -> str:
 def report_section(ctx: Any) -> list[Any]:
     styles = ctx.styles
     story: list[Any] = [Paragraph("UAV offloading: the systems side by side", styles["Heading2"])]
+    groups = rows_by_load(ctx)
+    learners = (
+        " ('independent learners': each UAV agent has its own networks, trained on its own samples; "
+        "otherwise one network acts for every UAV)"
+        if any(r.independent for rows in groups.values() for r in rows)
+        else " (one network shared by every UAV agent)"
+    )
     story.append(
         ctx.para(
             "Each held-out episode is the same city traffic and task stream for every system. 'Full "
-            "pipeline' "
-            "flies the UAVs by SOCP, lets the learned policy choose how many vehicles each UAV serves and "
-            "how it "
-            "splits its band and CPU, repairs failed and over-served tasks with the rule-based rectifier "
-            "and sets "
-            "offloading fractions by LP; 'MARL baseline' is the same learner steering the UAVs and choosing "
-            "offloading fractions itself; the rules (grey) fly the SOCP paths with fixed assignment rules, "
-            "and 'pipeline fixed' (purple) is the full pipeline with a fixed admission count instead of DRL. "
-            "Bars and brackets are means with 95 % bootstrap confidence intervals over held-out seeds."
+            "pipeline' flies the UAVs by SOCP, lets the learned policy choose how many vehicles each UAV "
+            "serves and how it splits its band and CPU, repairs failed and over-served tasks with the "
+            "rule-based rectifier and sets offloading fractions by LP; 'MARL baseline' is reinforcement "
+            "learning alone, the agents steering the UAVs and choosing offloading fractions themselves"
+            f"{learners}; "
+            "the rules (grey) fly the SOCP paths with fixed assignment rules, and 'pipeline fixed' (purple) "
+            "is the full pipeline with a fixed admission count instead of DRL. Bars and brackets are means "
+            "with 95 % bootstrap confidence intervals over held-out seeds."
         )
     )
-    groups = rows_by_load(ctx)
     for load, rows in sorted(groups.items()):
         heading = f"Load x{load:g}" if len(groups) > 1 else "Success rate and cost"
         story.append(Paragraph(heading, styles["Heading3"]))
