@@ -19,7 +19,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from typer.testing import CliRunner
 
 from fieldrl import api
-from fieldrl.cli import app
+from fieldrl.cli import app, print_summary
 from fieldrl.domains.wealth import DOMAIN
 from fieldrl.domains.wealth.domain import WealthEvalEnvs, WealthVecEnv
 from fieldrl.domains.wealth.env import WealthEnv, observe
@@ -228,7 +228,7 @@ def test_bad_inflation_values_give_a_scenario_error_naming_the_field(inflation: 
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # no NaN warnings from the all-NaN pct_of_dp
-def test_quick_inflation_scenario_runs_end_to_end_to_a_pdf(tmp_path) -> None:
+def test_quick_inflation_scenario_runs_end_to_end_to_a_pdf(tmp_path, capsys) -> None:
     scenario = load_scenario("wealth/inflation")
     assert scenario.report.primary_kpi == "utility"
     assert not any(h.use == "dp" for h in scenario.policies.heuristics) and scenario.policies.learned
@@ -253,6 +253,9 @@ def test_quick_inflation_scenario_runs_end_to_end_to_a_pdf(tmp_path) -> None:
     entry = result.summary["variants"]["default"]
     assert best_policies(entry, result.summary["kpis"])["pct_of_dp"] is None
     assert "pct_of_dp" not in [k["name"] for k in measured_kpis(result.summary, "default")]
+    print_summary(result.summary)  # the terminal table leaves it out too
+    table = capsys.readouterr().out
+    assert "utility" in table and "pct_of_dp" not in table
 
 
 def test_quantile_bands_draw_the_median_and_two_bands() -> None:

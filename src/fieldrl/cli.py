@@ -248,11 +248,15 @@ def bench(
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    """One table per variant: KPI means with their 95 % CIs; * marks the best of each kind."""
+    """One table per variant: KPI means with their 95 % CIs; * marks the best of each kind.
+
+    KPIs with no value for any policy in a variant (one that does not apply there) are left out.
+    """
+    from fieldrl.reports.figures import measured_kpis
     from fieldrl.reports.findings import fmt
 
-    kpis = summary["kpis"]
     for variant, entry in summary["variants"].items():
+        kpis = measured_kpis(summary, variant) or summary["kpis"]
         where = "" if variant == "default" else f" [{variant}]"
         table = Table(title=f"{summary['scenario']}{where}: mean ± 95 % CI half-width over held-out episodes")
         table.add_column("policy")

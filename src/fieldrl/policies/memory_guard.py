@@ -26,16 +26,21 @@ SHARE = 0.5
 _FLOAT = 4  # SB3 buffers hold float32
 
 
-def available_bytes() -> int | None:
-    """``MemAvailable`` from ``/proc/meminfo``; None where that file does not exist."""
+def _kib_field(path: str, key: str) -> int | None:
+    """A ``key: N kB`` line of a ``/proc`` file, in bytes; None where it cannot be read."""
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         return None
     return None
+
+
+def available_bytes() -> int | None:
+    """``MemAvailable`` from ``/proc/meminfo``; None where that file does not exist."""
+    return _kib_field("/proc/meminfo", "MemAvailable")
 
 
 def gib(n_bytes: float) -> str:
@@ -100,17 +105,6 @@ def buffer_problem(
     return None
 
 
-def _virtual_size() -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 @contextmanager
 def address_space_capped(extra_bytes: int | None = None) -> Iterator[None]:
     """Let this process map at most ``extra_bytes`` more (default: half the free memory).
@@ -124,7 +118,7 @@ def address_space_capped(extra_bytes: int | None = None) -> Iterator[None]:
     except ImportError:  # pragma: no cover - not on POSIX
         yield
         return
-    current = _virtual_size()
+    current = _kib_field("/proc/self/status", "VmSize")
     if extra_bytes is None:
         free = available_bytes()
         extra_bytes = None if free is None else int(free * SHARE)
