@@ -207,3 +207,25 @@ def test_requested_comparisons_are_summarised_per_variant_and_reported(scenario_
         assert diff["low"] <= diff["value"] <= diff["high"]
     text = pdf_text(result.report)
     assert "PPO compared with A2C" in text and "PPO against A2C" in text
+
+
+def test_ctrl_c_while_the_cli_is_still_starting_is_one_line_not_a_traceback():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fieldrl.cli", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(1.0)  # past Python's own start-up, inside the imports of torch and SB3
+    os.killpg(proc.pid, signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    assert "Traceback" not in output and "interrupted" in output, output

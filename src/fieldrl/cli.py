@@ -2,11 +2,26 @@
 
 Every user-fixable problem ends as one line on stderr and exit status 2.
 """
+# ruff: noqa: E402  (the Ctrl-C guard below must be set before the slow imports)
 
 from __future__ import annotations
 
-import functools
+import signal
 import sys
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    sys.stderr.write("interrupted (nothing was written)\n")
+    raise SystemExit(130)  # no traceback from half-done imports
+
+
+# Starting takes a second or two (torch); a Ctrl-C then should not print an import traceback.
+# Left alone where SIGINT is ignored (background jobs, fieldrl's own worker processes).
+_QUIET_START = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+if _QUIET_START:
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+import functools
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -27,6 +42,8 @@ app = typer.Typer(
 )
 out = Console()
 err = Console(stderr=True)
+if _QUIET_START:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class BudgetName(StrEnum):
