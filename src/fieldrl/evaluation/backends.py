@@ -72,7 +72,8 @@ def execute(
         return results
     ctx = _ShieldedSpawnContext()  # spawn, not fork: fork is unsafe once torch has started threads
     pressed: list[int] = []
-    with _ctrl_c_held(pressed):  # the manager's start-up must not be cut short either
+    # the manager's start-up must not be cut short either: note a Ctrl-C, act on it after
+    with _sigint_handled_by(lambda signum, frame: pressed.append(signum)):
         manager = ctx.Manager()
     with manager:
         if pressed:
@@ -102,26 +103,18 @@ def execute(
 
 
 @contextmanager
-def _ctrl_c_ignored() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal dispositions can only be changed from the main thread
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+def _sigint_handled_by(handler: Any) -> Iterator[None]:
+    """SIGINT goes to ``handler`` inside the block.
 
-
-@contextmanager
-def _ctrl_c_held(pressed: list[int]) -> Iterator[None]:
-    """Note a Ctrl-C in ``pressed`` instead of raising it mid-block; the caller acts on it."""
+    Only the main thread may change signal handling; elsewhere, and where SIGINT is already
+    ignored (e.g. a run started in the background by a script), the block runs unchanged.
+    """
     if threading.current_thread() is not threading.main_thread() or (
-        signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # e.g. started in the background by a script
+        signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     ):
         yield
         return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    previous = signal.signal(signal.SIGINT, handler)
     try:
         yield
     finally:
@@ -139,7 +132,7 @@ class _ShieldedSpawnProcess(SpawnProcess):
     """
 
     def start(self) -> None:
-        with _ctrl_c_ignored():
+        with _sigint_handled_by(signal.SIG_IGN):
             super().start()
 
 
