@@ -284,10 +284,8 @@ def inflation_text(ctx: Any, variant: str, inflation: Any, frame: pd.DataFrame) 
 
 
 def _variant_params(ctx: Any, variant: str) -> Any:
-    try:
-        return ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
-    except Exception:  # a report never fails on a setting it cannot read back
-        return None
+    """The variant's parameters (the scenario was validated when its run folder was opened)."""
+    return ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
 
 
 def report_section(ctx: Any) -> list[Any]:
