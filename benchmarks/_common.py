@@ -32,7 +32,7 @@ def machine_info(**versions: str) -> dict[str, Any]:
     }
 
 
-def write_result(path: Path, data: dict[str, Any]) -> None:
+def write_result(path: Path, data: dict[str, Any]) -> Path:
     """Write the result JSON atomically, so an interrupted benchmark keeps the previous file.
 
     ``--quick`` results go to ``results/quick/``: a smoke run never replaces the full figures the
@@ -41,6 +41,7 @@ def write_result(path: Path, data: dict[str, Any]) -> None:
         path = path.parent / "quick" / path.name
         data = {**data, "quick": True}
     atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
+    return path
 
 
 def quick_mode() -> bool:

@@ -132,7 +132,7 @@ def main() -> dict:
             }
         ],
     }
-    write_result(RESULT, result)
+    written = write_result(RESULT, result)
 
     print(f"reference (solve_ivp, 1 patient): {ref:12,.0f} steps/s")
     print(f"{'batch':>6} {'patient-steps/s':>16} {'x reference':>12}")
@@ -140,7 +140,7 @@ def main() -> dict:
         print(f"{n:>6} {r:>16,.0f} {r / ref:>12,.0f}")
     print(f"max relative error vs reference ({DEFAULT_SUBSTEPS} substeps): {err:.2e}")
     print(f"  (with 1 substep: {err_one_substep:.2e})")
-    print(f"wrote {RESULT}")
+    print(f"wrote {written}")
     return result
 
 

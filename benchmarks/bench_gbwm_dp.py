@@ -184,7 +184,7 @@ def main() -> dict:
             },
         ],
     }
-    write_result(RESULT, result)
+    written = write_result(RESULT, result)
 
     print(f"base case: P(goal) = {sol.p_goal:.4f}, solve {timings['base_case']['seconds'] * 1e3:.1f} ms")
     print(f"16-goal problem: solve {timings['benchmark_16_goals']['seconds'] * 1e3:.1f} ms")
@@ -200,7 +200,7 @@ def main() -> dict:
         f"({meta['speedup_sequential']:.0f}x), {meta['meta_rl_batched_ms_per_problem']:.4f} ms batched "
         f"({meta['speedup_batched']:.0f}x)"
     )
-    print(f"wrote {RESULT}")
+    print(f"wrote {written}")
     return result
 
 

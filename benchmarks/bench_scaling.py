@@ -125,11 +125,11 @@ def main() -> dict:
             }
         ],
     }
-    write_result(RESULT, result)
+    written = write_result(RESULT, result)
     print(
         f"speed-up 2 workers {t1 / t2:.2f}x, Ray {result['speedup_ray']:.2f}x, serial fraction {serial:.2f}"
     )
-    print(f"wrote {RESULT}")
+    print(f"wrote {written}")
     return result
 
 

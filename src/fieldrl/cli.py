@@ -48,12 +48,15 @@ if _QUIET_START:
 
 class BudgetName(StrEnum):
     quick = "quick"
+    medium = "medium"
     full = "full"
 
 
 ScenarioArg = Annotated[str, typer.Argument(help="built-in name (e.g. chemo/quick) or YAML path")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="run folder to create (must not exist)")]
-BudgetOpt = Annotated[BudgetName, typer.Option("--budget", help="quick or full (default: full)")]
+BudgetOpt = Annotated[
+    BudgetName, typer.Option("--budget", help="quick, medium (where the scenario has one) or full")
+]
 JobsOpt = Annotated[int, typer.Option("--jobs", min=1, max=256, help="parallel worker processes")]
 RunDirArg = Annotated[Path, typer.Argument(help="a run folder written by fieldrl")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="no progress bars")]

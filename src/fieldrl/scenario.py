@@ -19,7 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from fieldrl.errors import MISSING, ScenarioError
 
-BUDGET_NAMES = ("quick", "full")
+BUDGET_NAMES = ("quick", "medium", "full")
 
 
 def _expand_seeds(value: Any) -> Any:
@@ -112,10 +112,19 @@ class Budget(Strict):
     """Caps applied on top of the scenario: `None` leaves the scenario's value."""
 
     train_steps: int | None = Field(None, ge=1, description="overrides every learned policy's")
+    train_steps_fraction: float | None = Field(
+        None, gt=0, le=1, description="scales every learned policy's train_steps (keeps their ratios)"
+    )
     train_seeds: int | None = Field(None, ge=1, description="use only the first N train seeds")
     eval_seeds: int | None = Field(None, ge=1, description="use only the first N eval seeds")
     episodes_per_seed: int | None = Field(None, ge=1)
     variants: list[str] | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_step_rule(self) -> Budget:
+        if self.train_steps is not None and self.train_steps_fraction is not None:
+            raise ValueError("give train_steps or train_steps_fraction, not both")
+        return self
 
 
 class Comparison(Strict):
@@ -146,7 +155,7 @@ class Scenario(Strict):
     policies: Policies
     seeds: Seeds
     episodes_per_seed: int = Field(1, ge=1, le=10_000)
-    budgets: dict[Literal["quick", "full"], Budget] = Field(default_factory=dict)
+    budgets: dict[Literal["quick", "medium", "full"], Budget] = Field(default_factory=dict)
     report: ReportOptions = Field(default_factory=ReportOptions)
 
     @property
@@ -157,16 +166,26 @@ class Scenario(Strict):
         return {**self.params, **self.variants.get(variant, {})}
 
     def with_budget(self, budget: str) -> Scenario:
-        """The scenario as it runs under ``budget`` (``full`` without a ``full`` entry = as written)."""
+        """The scenario as it runs under ``budget``.
+
+        ``full`` (or ``quick``) without an entry of that name is the scenario as written;
+        ``medium`` exists only where the scenario defines it (it is a study-specific choice).
+        """
         if budget not in BUDGET_NAMES:
             raise ScenarioError("--budget", "budget", budget, f"allowed: {', '.join(BUDGET_NAMES)}")
         b = self.budgets.get(budget)  # type: ignore[call-overload]
+        if b is None and budget == "medium":
+            defined = ", ".join(["full", *sorted(k for k in self.budgets if k != "full")])
+            raise ScenarioError("--budget", "budget", budget, f"this scenario defines: {defined}")
         if b is None:
             return self
         data = self.model_dump()
         if b.train_steps is not None:
             for entry in data["policies"]["learned"]:
                 entry["train_steps"] = b.train_steps
+        if b.train_steps_fraction is not None:
+            for entry in data["policies"]["learned"]:
+                entry["train_steps"] = max(1, round(entry["train_steps"] * b.train_steps_fraction))
         if b.train_seeds is not None:
             data["seeds"]["train"] = data["seeds"]["train"][: b.train_seeds]
         if b.eval_seeds is not None:
