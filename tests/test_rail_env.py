@@ -108,6 +108,28 @@ def test_hold_and_cancel_are_obeyed():
     assert env.episode_info()["cancelled"] == pytest.approx(100 / 7)
 
 
+def test_every_train_that_does_not_arrive_costs_one():
+    """Holding all trains is not free: at the step limit each costs -1 (plus Flatland's own
+    small penalty), as much as a deadlock; a cancellation costs -1 at once."""
+    env = RailParallelEnv(level=0, mode="semi", hold_steps=50)
+    env.reset(seed=1)
+    totals = dict.fromkeys(env.agents, 0.0)
+    first = True
+    while env.agents:
+        acts = {a: HOLD for a in env.agents if env.pending[env.index[a]] == DISPATCH}
+        if first:  # cancel one train, hold the others for ever
+            cancelled = next(iter(acts))
+            acts[cancelled] = CANCEL
+            first = False
+        _, rewards, _, _, _ = env.step(acts)
+        for agent, r in rewards.items():
+            totals[agent] += r
+    assert env.episode_info()["arrived"] == 0
+    held = [t for a, t in totals.items() if a != cancelled]
+    assert all(-1.5 < t <= -1.0 for t in held), held
+    assert -2.0 < totals[cancelled] <= -1.0  # plus its travel time / step limit
+
+
 def test_masked_action_falls_back_to_the_default():
     env = RailParallelEnv(level=0, mode="semi")
     env.reset(seed=2)

@@ -18,8 +18,12 @@ actions: 0 NOOP, 1 DEPART, 2 HOLD, 3 CANCEL, 4 LEFT, 5 FORWARD, 6 RIGHT, 7 STOP.
 forbids (e.g. a random action from ``parallel_api_test``) is replaced by the default of the pending
 decision: HOLD for dispatch, the shortest-path exit for routing.
 
-Rewards (per train): +1 on arrival, -1 when it becomes deadlocked, plus Flatland's own reward
-divided by the episode's step limit (lateness at arrival, cancellation and not-arrived penalties).
+Rewards (per train): +1 on arrival and -1 for every train that does not arrive, booked when that
+is settled: when it becomes deadlocked, when it is cancelled, or at the step limit if it is still
+on its way or has never departed. On top, Flatland's own reward divided by the episode's step limit
+(lateness at arrival, cancellation and not-arrived penalties). The -1 for cancelled and never-arrived
+trains matters: without it holding every train (or cancelling it) costs only Flatland's small
+penalty, less than the risk of a deadlock, and PPO learns to run no trains at all.
 The episode ends when Flatland's does, or earlier once every train has arrived, been cancelled or is
 deadlocked (its Flatland end-of-episode penalty is then booked as at the step limit, since nothing
 can change any more).
@@ -48,6 +52,8 @@ DO_NOTHING, MOVE_LEFT, MOVE_FORWARD, MOVE_RIGHT, STOP_MOVING = range(5)
 NONE, DISPATCH, ROUTE, EVERY = range(4)
 ARRIVAL_BONUS = 1.0
 DEADLOCK_PENALTY = 1.0
+#: booked once for a train that is cancelled or has not arrived at the step limit
+NOT_ARRIVED_PENALTY = 1.0
 
 
 class RailParallelEnv(ParallelEnv):
@@ -331,7 +337,7 @@ class RailParallelEnv(ParallelEnv):
             else:
                 self.cancelled[i] = True
                 agent = self.fl.agents[i]
-                self._step_reward[i] -= (
+                self._step_reward[i] -= NOT_ARRIVED_PENALTY + (
                     agent.get_travel_time_on_shortest_path(self.fl.distance_map) / self.max_steps
                 )
         elif kind == ROUTE:
@@ -367,7 +373,10 @@ class RailParallelEnv(ParallelEnv):
             i = self.index[agent]
             arrived = self.state(i) == TrainState.DONE
             gone = arrived or bool(self.cancelled[i])
-            rewards[agent] = float(self._step_reward[i] + (ARRIVAL_BONUS if arrived else 0.0))
+            reward = self._step_reward[i] + (ARRIVAL_BONUS if arrived else 0.0)
+            if self.finished and not gone and i not in self.stuck:  # deadlocked ones paid already
+                reward -= NOT_ARRIVED_PENALTY
+            rewards[agent] = float(reward)
             terms[agent] = gone
             truncs[agent] = self.finished and not gone
             if gone:
