@@ -110,6 +110,18 @@ def test_report_rerenders_without_training_and_interruption_keeps_old_pdf(tiny_r
     assert not list(tiny_run.glob(".report.pdf.*"))
 
 
+def test_a_medium_budget_report_says_so_on_its_front_page(tiny_run):
+    from fieldrl.evaluation.store import RunFolder
+    from fieldrl.reports.pdf import build_report
+    from fieldrl.scenario import load_scenario
+
+    folder = RunFolder(tiny_run)
+    scenario = load_scenario(tiny_run / "scenario.yaml")
+    text = pdf_text(build_report(folder, scenario, {"budget": "medium"}))
+    assert "this run used the scenario's 'medium' budget" in text
+    assert "'medium' budget" not in pdf_text(build_report(folder, scenario, {"budget": "full"}))
+
+
 def test_evaluate_refuses_tampered_model(tiny_file, tmp_path):
     run_dir = fieldrl.train(tiny_file, out=tmp_path / "t", show_progress=False)
     model = run_dir / "models/default/PPO/seed-0/model.zip"

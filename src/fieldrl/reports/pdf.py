@@ -240,6 +240,15 @@ def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
                 "Small",
             )
         )
+    if budget == "medium":
+        story.append(
+            ctx.para(
+                "Note: this run used the scenario's 'medium' budget (a fraction of the full training "
+                "and fewer seeds; see the appendix); the learned policies' numbers are what that "
+                "budget reaches, not necessarily what the full study would.",
+                "Small",
+            )
+        )
     return story
 
 
@@ -247,7 +256,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
     """KPI table, comparison chart and learning curves of one variant."""
     styles = ctx.styles
     suffix = "" if variant == "default" else f" — {variant}"
-    story: list[Any] = [
+    head = [  # kept on one page: a heading never ends a page without its table
         Paragraph(f"Results{suffix}", styles["Heading2"]),
         ctx.para(f"Settings: {_params_text(ctx.scenario, ctx.domain, variant)}", "Small"),
         kpi_table(ctx, variant),
@@ -258,6 +267,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
             "Small",
         ),
     ]
+    story: list[Any] = [KeepTogether(head)]
     chart = ctx.figure(f"kpis-{variant}", figures.kpi_comparison(ctx.summary, variant))
     story.append(KeepTogether([Paragraph(f"Comparison chart{suffix}", styles["Heading3"]), chart]))
     png = figures.learning_curves(_learning_curves(ctx.folder, ctx.scenario, variant), ctx.colors)
