@@ -203,6 +203,16 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
     return folder.path / "report.pdf"
 
 
+#: front-page caveat for runs below the full budget
+_BUDGET_NOTES = {
+    "quick": "Note: this run used the 'quick' budget (short training, few seeds); its numbers show the "
+    "pipeline working, not what the learned policies can reach.",
+    "medium": "Note: this run used the scenario's 'medium' budget (a fraction of the full training "
+    "and fewer seeds; see the appendix); the learned policies' numbers are what that "
+    "budget reaches, not necessarily what the full study would.",
+}
+
+
 def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
     """Title, what was compared, and the findings in plain words."""
     scenario, styles = ctx.scenario, ctx.styles
@@ -232,23 +242,8 @@ def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
     story.append(Paragraph("Key findings", styles["Heading2"]))
     lines = [line for v in scenario.variant_names for line in variant_findings(ctx.summary, v)]
     story.append(_bullets([ctx.para(line, "Finding") for line in lines + pair_findings(ctx.summary)]))
-    if budget == "quick":
-        story.append(
-            ctx.para(
-                "Note: this run used the 'quick' budget (short training, few seeds); its numbers show the "
-                "pipeline working, not what the learned policies can reach.",
-                "Small",
-            )
-        )
-    if budget == "medium":
-        story.append(
-            ctx.para(
-                "Note: this run used the scenario's 'medium' budget (a fraction of the full training "
-                "and fewer seeds; see the appendix); the learned policies' numbers are what that "
-                "budget reaches, not necessarily what the full study would.",
-                "Small",
-            )
-        )
+    if budget in _BUDGET_NOTES:
+        story.append(ctx.para(_BUDGET_NOTES[budget], "Small"))
     return story
 
 
