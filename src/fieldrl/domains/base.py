@@ -31,6 +31,9 @@ class KPI:
     :param fmt: format spec used in tables.
     :param wall_clock: a computation time measured on this machine: it varies from run to run,
         so it is left out of determinism checks and never decides which policy is "best".
+    :param among: name of the KPI whose share this one is averaged over (e.g. arrival delay over the
+        trains that ``arrived``). Findings do not call a policy better or worse on it when the two
+        policies clearly differ on that share: the averages are over different populations.
     """
 
     name: str
@@ -39,6 +42,7 @@ class KPI:
     higher_is_better: bool
     fmt: str = ".3g"
     wall_clock: bool = False
+    among: str | None = None
 
 
 @dataclass(frozen=True)

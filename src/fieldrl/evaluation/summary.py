@@ -39,6 +39,7 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
                 "unit": k.unit,
                 "higher_is_better": k.higher_is_better,
                 "wall_clock": k.wall_clock,
+                "among": k.among,
             }
             for k in domain.kpis
         ],

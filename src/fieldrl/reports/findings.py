@@ -104,12 +104,17 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
     ]
     others = {"better": [], "worse": [], "unclear": []}
     timed = [label(k) for k in kpis.values() if k.get("wall_clock")]
+    apart = []  # KPIs averaged over populations of clearly different size: not compared
     for name, kpi in kpis.items():
         if name == primary["name"] or kpi.get("wall_clock"):
             continue
         lv_k, hv_k, scale_k = means(name)
         if math.isnan(lv_k) or math.isnan(hv_k):
             continue  # not measured for one or both (e.g. a KPI that does not apply here): nothing to compare
+        among = kpi.get("among")
+        if among in kpis and _change(kpis[among], comparison[among], *means(among))[0] != "unclear":
+            apart.append((kpi, kpis[among], means(among)))
+            continue
         v, p = _change(kpi, comparison[name], lv_k, hv_k, scale_k)
         others[v].append(p if v != "unclear" else label(kpi))
     parts = []
@@ -122,6 +127,12 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
     if parts:
         text = ". ".join(p[:1].upper() + p[1:] for p in parts)
         lines.append(f"Against {heuristic}, {text[:1].lower()}{text[1:]}.")
+    for kpi, base_kpi, (lb, hb, _) in apart:
+        unit = f" {base_kpi['unit']}" if base_kpi["unit"] else ""
+        lines.append(
+            f"{kpi['label']} is not compared: it is averaged over {label(base_kpi)}, and the two policies "
+            f"differ clearly there ({fmt(lb)} vs {fmt(hb)}{unit})."
+        )
     if timed:
         lines.append(
             f"{', '.join(timed).capitalize()}: see the table; computation times depend on the machine "

@@ -10,7 +10,7 @@ from fieldrl.domains.base import KPI, EpisodeRecord
 KPIS = [
     KPI("arrived", "Trains arrived", "% of trains", True, ".1f"),
     KPI("deadlocked", "Trains in deadlock", "% of trains", False, ".1f"),
-    KPI("delay", "Mean arrival delay", "steps late (arrived trains)", False, ".1f"),
+    KPI("delay", "Mean arrival delay", "steps late (arrived trains)", False, ".1f", among="arrived"),
     KPI("cancelled", "Trains cancelled", "% of trains", False, ".1f"),
     KPI("normalized_reward", "Flatland 3 normalised reward", "0..1", True, ".3f"),
 ]

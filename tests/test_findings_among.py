@@ -1,0 +1,67 @@
+"""A KPI averaged over a sub-population (arrival delay over the trains that arrived) is only compared
+when the two policies do not clearly differ in that population; otherwise the findings say why not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fieldrl.reports import findings
+
+KPIS = [
+    {"name": "arrived", "label": "Trains arrived", "unit": "% of trains", "higher_is_better": True},
+    {
+        "name": "delay",
+        "label": "Mean arrival delay",
+        "unit": "steps",
+        "higher_is_better": False,
+        "among": "arrived",
+    },
+]
+
+
+def _stat(value: float, half: float = 1.0) -> dict[str, float]:
+    return {"value": value, "low": value - half, "high": value + half}
+
+
+def _kpi(value: float) -> dict[str, Any]:
+    return {"mean": _stat(value), "iqm": _stat(value), "n_train_seeds": 1, "n_eval_seeds": 20}
+
+
+def _diff(value: float, half: float) -> dict[str, Any]:
+    return {"difference": _stat(value, half), "relative_percent": _stat(100 * value / 10.0, half)}
+
+
+def summary(arrived_gap: float, arrived_half: float) -> dict[str, Any]:
+    policies = {
+        "dispatcher": {"arrived": _kpi(80.0), "delay": _kpi(10.0)},
+        "agent": {"arrived": _kpi(80.0 + arrived_gap), "delay": _kpi(2.0)},
+    }
+    comparison = {"arrived": _diff(arrived_gap, arrived_half), "delay": _diff(-8.0, 1.0)}
+    return {
+        "primary_kpi": "arrived",
+        "kpis": KPIS,
+        "policies": [{"name": "dispatcher", "kind": "heuristic"}, {"name": "agent", "kind": "learned"}],
+        "variants": {
+            "default": {
+                "policies": policies,
+                "best_heuristic": "dispatcher",
+                "best_learned": "agent",
+                "comparison": comparison,
+                "probability_better": _stat(0.2, 0.1),
+                "pairs": [],
+            }
+        },
+    }
+
+
+def test_delay_is_not_called_better_when_far_fewer_trains_arrived() -> None:
+    text = " ".join(findings.variant_findings(summary(arrived_gap=-70.0, arrived_half=5.0), "default"))
+    assert "did better on" not in text
+    assert "Mean arrival delay is not compared" in text
+    assert "10 vs 80 % of trains" in text
+
+
+def test_delay_is_compared_when_the_arrivals_cannot_be_told_apart() -> None:
+    text = " ".join(findings.variant_findings(summary(arrived_gap=-1.0, arrived_half=3.0), "default"))
+    assert "it did better on mean arrival delay" in text
+    assert "not compared" not in text
