@@ -130,6 +130,38 @@ def test_every_train_that_does_not_arrive_costs_one():
     assert -2.0 < totals[cancelled] <= -1.0  # plus its travel time / step limit
 
 
+class _ReadyCounting(RailParallelEnv):
+    """Counts, per train, the Flatland steps it ends ready to depart at its origin and not departing."""
+
+    def _flatland_step(self, actions):
+        over = super()._flatland_step(actions)
+        for i in range(self.n):
+            if self.state(i) == TrainState.READY_TO_DEPART and not self.departing[i]:
+                self.ready_steps[i] += 1
+        return over
+
+
+def test_holding_a_ready_train_costs_wait_cost_per_step_limit():
+    """With ``wait_cost`` every step a train sits at its origin once it may depart costs
+    wait_cost / step limit; without it holding costs nothing until the step limit."""
+    totals = {}
+    for cost in (0.0, 2.0):
+        env = _ReadyCounting(level=0, mode="semi", hold_steps=50, wait_cost=cost)
+        env.ready_steps = np.zeros(LEVELS[0].trains)
+        env.reset(seed=1)
+        env.ready_steps[:] = 0  # what happens before the first decision is nobody's reward
+        total = dict.fromkeys(env.agents, 0.0)
+        while env.agents:
+            acts = {a: HOLD for a in env.agents if env.pending[env.index[a]] == DISPATCH}
+            for agent, r in env.step(acts)[1].items():
+                total[agent] += r
+        totals[cost] = total
+    assert env.ready_steps.min() > 0
+    for i, agent in enumerate(env.names):
+        extra = totals[0.0][agent] - totals[2.0][agent]
+        assert extra == pytest.approx(2.0 * env.ready_steps[i] / env.max_steps)
+
+
 def test_masked_action_falls_back_to_the_default():
     env = RailParallelEnv(level=0, mode="semi")
     env.reset(seed=2)

@@ -25,6 +25,7 @@ def make_env(params: RailParams, training: bool = False) -> RailParallelEnv:
         level=params.level,
         mode=params.mode,
         hold_steps=params.hold_steps,
+        wait_cost=params.wait_cost,
         horizon=params.horizon,
         curriculum=tuple(params.curriculum) if training else (),
         curriculum_episodes=params.curriculum_episodes,

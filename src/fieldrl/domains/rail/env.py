@@ -62,6 +62,8 @@ class RailParallelEnv(ParallelEnv):
     :param level: Flatland 3 test level 0-4 (used when ``curriculum`` is empty).
     :param mode: ``semi`` or ``monolithic`` (see module docstring).
     :param hold_steps: Flatland steps a held or stopped train waits before it is asked again.
+    :param wait_cost: cost per Flatland step of a train held at its origin after its earliest
+        departure, times the step limit (holding it all episode costs ``wait_cost``).
     :param horizon: look-ahead cells of the observation builder.
     :param curriculum: training only: levels sampled at each reset, weights moving from the first
         towards the last over ``curriculum_episodes`` episodes (see :meth:`curriculum_weights`).
@@ -75,6 +77,7 @@ class RailParallelEnv(ParallelEnv):
         level: int = 0,
         mode: str = "semi",
         hold_steps: int = 5,
+        wait_cost: float = 0.0,
         horizon: int = 40,
         curriculum: tuple[int, ...] = (),
         curriculum_episodes: int = 200,
@@ -84,6 +87,7 @@ class RailParallelEnv(ParallelEnv):
         self.level = int(level)
         self.mode = mode
         self.hold_steps = int(hold_steps)
+        self.wait_cost = float(wait_cost)
         self.horizon = int(horizon)
         self.curriculum = tuple(int(x) for x in curriculum)
         self.curriculum_episodes = int(curriculum_episodes)
@@ -262,6 +266,8 @@ class RailParallelEnv(ParallelEnv):
         for i in range(self.n):
             if self.departed_step[i] < 0 and self.config(i) is not None:
                 self.departed_step[i] = self.fl._elapsed_steps
+            elif self._waiting(i):
+                self._step_reward[i] -= self.wait_cost / self.max_steps
         self._record()
         if dones["__all__"]:
             return True
@@ -282,6 +288,15 @@ class RailParallelEnv(ParallelEnv):
                     self.fl_reward[i] += r
                     self._step_reward[i] += r / self.max_steps
         return over
+
+    def _waiting(self, i: int) -> bool:
+        """Train ``i`` may depart and the controller keeps it at its origin (hold or no decision yet)."""
+        return (
+            self.wait_cost > 0
+            and self.state(i) == TrainState.READY_TO_DEPART
+            and not self.departing[i]
+            and not self.cancelled[i]
+        )
 
     def _record(self) -> None:
         """Positions of every train (row, col; -1 off map) for the report's rail map."""

@@ -27,6 +27,13 @@ class RailParams(BaseModel):
     hold_steps: int = Field(
         5, ge=1, le=100, description="Steps a held or stopped train waits before it is asked again."
     )
+    wait_cost: float = Field(
+        0.0,
+        ge=0.0,
+        le=100.0,
+        description="Reward shaping: cost of holding a train at its origin once it may depart, per step as a "
+        "fraction of the episode's step limit (holding it the whole episode costs wait_cost). 0 = none.",
+    )
     horizon: int = Field(40, ge=5, le=200, description="Look-ahead cells of the observation builder.")
     curriculum: list[LevelIndex] = Field(
         default_factory=list,
