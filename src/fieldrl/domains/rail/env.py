@@ -62,8 +62,9 @@ class RailParallelEnv(ParallelEnv):
     :param level: Flatland 3 test level 0-4 (used when ``curriculum`` is empty).
     :param mode: ``semi`` or ``monolithic`` (see module docstring).
     :param hold_steps: Flatland steps a held or stopped train waits before it is asked again.
-    :param wait_cost: cost per Flatland step of a train held at its origin after its earliest
-        departure, times the step limit (holding it all episode costs ``wait_cost``).
+    :param wait_cost: cost per Flatland step of a train standing still though it could be on its
+        way (held at its origin after its earliest departure, or stopped on the map), times the step
+        limit: a train kept waiting all episode costs ``wait_cost``.
     :param horizon: look-ahead cells of the observation builder.
     :param curriculum: training only: levels sampled at each reset, weights moving from the first
         towards the last over ``curriculum_episodes`` episodes (see :meth:`curriculum_weights`).
@@ -290,13 +291,15 @@ class RailParallelEnv(ParallelEnv):
         return over
 
     def _waiting(self, i: int) -> bool:
-        """Train ``i`` may depart and the controller keeps it at its origin (hold or no decision yet)."""
-        return (
-            self.wait_cost > 0
-            and self.state(i) == TrainState.READY_TO_DEPART
-            and not self.departing[i]
-            and not self.cancelled[i]
-        )
+        """Train ``i`` could be on its way but stands still: held at its origin once it may depart,
+        or stopped on the map (by a STOP command or behind another train; not when deadlocked,
+        which has cost -1 already, nor in a breakdown)."""
+        if self.wait_cost <= 0 or self.cancelled[i]:
+            return False
+        state = self.state(i)
+        if state == TrainState.READY_TO_DEPART:
+            return not self.departing[i]
+        return state == TrainState.STOPPED and i not in self.stuck
 
     def _record(self) -> None:
         """Positions of every train (row, col; -1 off map) for the report's rail map."""

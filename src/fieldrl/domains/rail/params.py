@@ -31,8 +31,9 @@ class RailParams(BaseModel):
         0.0,
         ge=0.0,
         le=100.0,
-        description="Reward shaping: cost of holding a train at its origin once it may depart, per step as a "
-        "fraction of the episode's step limit (holding it the whole episode costs wait_cost). 0 = none.",
+        description="Reward shaping: cost per step of a train standing still though it could be on its way "
+        "(held at its origin once it may depart, or stopped on the map), as a fraction of the episode's step "
+        "limit: a train kept waiting the whole episode costs wait_cost. 0 = none.",
     )
     horizon: int = Field(40, ge=5, le=200, description="Look-ahead cells of the observation builder.")
     curriculum: list[LevelIndex] = Field(
