@@ -104,17 +104,23 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
     ]
     others = {"better": [], "worse": [], "unclear": []}
     timed = [label(k) for k in kpis.values() if k.get("wall_clock")]
-    apart = []  # KPIs averaged over populations of clearly different size: not compared
+    apart: list[str] = []  # KPIs averaged over populations of clearly different size: not compared
     for name, kpi in kpis.items():
         if name == primary["name"] or kpi.get("wall_clock"):
             continue
         lv_k, hv_k, scale_k = means(name)
         if math.isnan(lv_k) or math.isnan(hv_k):
             continue  # not measured for one or both (e.g. a KPI that does not apply here): nothing to compare
-        among = kpi.get("among")
-        if among in kpis and _change(kpis[among], comparison[among], *means(among))[0] != "unclear":
-            apart.append((kpi, kpis[among], means(among)))
-            continue
+        base_kpi = kpis.get(kpi.get("among"))
+        if base_kpi is not None:
+            lb, hb, scale_b = means(base_kpi["name"])
+            if _change(base_kpi, comparison[base_kpi["name"]], lb, hb, scale_b)[0] != "unclear":
+                unit = f" {base_kpi['unit']}" if base_kpi["unit"] else ""
+                apart.append(
+                    f"{kpi['label']} is not compared: it is averaged over {label(base_kpi)}, and the two "
+                    f"policies differ clearly there ({fmt(lb)} vs {fmt(hb)}{unit})."
+                )
+                continue
         v, p = _change(kpi, comparison[name], lv_k, hv_k, scale_k)
         others[v].append(p if v != "unclear" else label(kpi))
     parts = []
@@ -127,12 +133,7 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
     if parts:
         text = ". ".join(p[:1].upper() + p[1:] for p in parts)
         lines.append(f"Against {heuristic}, {text[:1].lower()}{text[1:]}.")
-    for kpi, base_kpi, (lb, hb, _) in apart:
-        unit = f" {base_kpi['unit']}" if base_kpi["unit"] else ""
-        lines.append(
-            f"{kpi['label']} is not compared: it is averaged over {label(base_kpi)}, and the two policies "
-            f"differ clearly there ({fmt(lb)} vs {fmt(hb)}{unit})."
-        )
+    lines += apart
     if timed:
         lines.append(
             f"{', '.join(timed).capitalize()}: see the table; computation times depend on the machine "
