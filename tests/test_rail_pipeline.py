@@ -49,9 +49,14 @@ def test_rail_quick_scenario_runs_end_to_end(tmp_path):
         "deadlock-avoiding",
         "priority reroute",
         "PPO (shared)",
+        "PPO + imitation",
         "Flatland 3 normalised reward",
         "semi-hierarchical",
+        "semi-hierarchical-unshielded",
         "monolithic",
     ):
         assert words in text, words
     assert (out / "figures" / "rail-levels.png").exists()
+    # the warm start really cloned the priority dispatcher, in every variant
+    cloned = sorted(out.glob("models/*/PPO-imitation/seed-0/imitation.json"))
+    assert len(cloned) == 3

@@ -54,6 +54,19 @@ class HeuristicEntry(Strict):
         return self.name or self.use
 
 
+class Imitation(Strict):
+    """Warm start: behaviour-clone one of the scenario's heuristics before RL training."""
+
+    heuristic: str = Field(description="label of a heuristic in policies.heuristics to imitate")
+    episodes: int = Field(
+        20, ge=1, le=10_000, description="demonstration episodes, on training seeds (never held-out ones)"
+    )
+    epochs: int = Field(10, ge=1, le=1000, description="passes over the demonstrations")
+    max_decisions: int = Field(
+        100_000, ge=100, le=10**7, description="decisions kept for cloning at most (a uniform sample beyond)"
+    )
+
+
 class LearnedEntry(Strict):
     """A policy trained with a Stable-Baselines3 / sb3-contrib algorithm."""
 
@@ -67,6 +80,9 @@ class LearnedEntry(Strict):
     normalize_reward: bool = False
     checkpoint_every: int | None = Field(
         None, ge=1, le=10**9, description="env steps between resumable checkpoints (default: a tenth)"
+    )
+    imitate: Imitation | None = Field(
+        None, description="behaviour-clone a heuristic before RL training (PPO and MaskablePPO only)"
     )
 
     @property
@@ -319,6 +335,40 @@ def _inner_model(annotation: Any) -> Any:
     return None
 
 
+def _check_imitation(
+    scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry, source: str, where: str
+) -> None:
+    """A warm start needs a heuristic of this scenario, a discrete actor-critic and multi-agent eval envs."""
+    from fieldrl.policies.imitation import IMITABLE
+
+    if entry.imitate is None:
+        return
+    labels = [h.label for h in scenario.policies.heuristics]
+    if entry.imitate.heuristic not in labels:
+        allowed = ", ".join(labels) if labels else "none (add one under policies.heuristics)"
+        raise ScenarioError(
+            source,
+            f"{where}.imitate.heuristic",
+            entry.imitate.heuristic,
+            f"heuristics in this scenario: {allowed}",
+        )
+    if entry.algorithm not in IMITABLE:
+        raise ScenarioError(
+            source, f"{where}.imitate", entry.algorithm, f"imitation warm starts {', '.join(IMITABLE)} only"
+        )
+    envs = domain.make_eval_envs(params, [0])
+    supported = hasattr(envs, "last_rewards")
+    if hasattr(envs, "close"):
+        envs.close()
+    if not supported:
+        raise ScenarioError(
+            source,
+            f"{where}.imitate",
+            domain.name,
+            "imitation needs a multi-agent domain (rail, taxiway, ...)",
+        )
+
+
 def _validate_domain_parts(scenario: Scenario, source: str) -> None:
     """Check what only the named domain and the algorithm registry know."""
     from fieldrl.domains import domain_names, get_domain
@@ -360,6 +410,7 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
                 entry.algorithm,
                 "unknown algorithm; allowed: " + ", ".join(sorted(ALGORITHMS)),
             )
+        _check_imitation(scenario, domain, first_params, entry, source, where)
         problem = check_hyperparameters(entry.algorithm, entry.hyperparameters)
         if problem:
             key, allowed = problem

@@ -256,6 +256,8 @@ class ParallelLockstepEnvs:
         self._masks = np.ones((self.n, self.n_slots, n_act), dtype=bool)
         self._done = np.zeros(self.n, dtype=bool)
         self.initial_info: dict[str, np.ndarray] = {}
+        #: each episode's per-agent rewards of the last step (what behaviour cloning's returns need)
+        self.last_rewards: list[dict[str, float]] = [{} for _ in self.envs]
 
     def slot_agents(self, i: int) -> list[str | None]:
         """The agent in each slot of episode ``i`` (None where the slot is free)."""
@@ -286,6 +288,7 @@ class ParallelLockstepEnvs:
             self.maps[i].update(list(env.agents))
             self._fill(i, obs)
         self._done[:] = False
+        self.last_rewards = [{} for _ in self.envs]
         self.initial_info = self._info()
         return self._obs.copy()
 
@@ -304,6 +307,7 @@ class ParallelLockstepEnvs:
             }
             obs, rew, term, trunc, _ = env.step(chosen)
             rewards[i] = float(sum(rew.values()))
+            self.last_rewards[i] = {a: float(r) for a, r in rew.items()}
             if not env.agents:
                 self._done[i] = True
                 truncated[i] = any(trunc.values())

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from itertools import count, islice
 from typing import Any
 
 import numpy as np
@@ -256,6 +258,30 @@ def _entry(scenario: Scenario, label: str) -> HeuristicEntry | LearnedEntry:
     raise KeyError(label)
 
 
+def demonstration_seeds(scenario: Scenario, seed: int, episodes: int) -> list[int]:
+    """Seeds of a warm start's demonstrations: training seed ``seed`` onwards, skipping held-out ones."""
+    held_out = set(scenario.seeds.eval)
+    return list(islice((s for s in count(seed) if s not in held_out), episodes))
+
+
+def _demonstrations(
+    scenario: Scenario, domain: Domain, params: Any, entry: LearnedEntry, seed: int, gamma: float
+) -> Any:
+    """The decisions of the heuristic ``entry.imitate`` names, on training seeds."""
+    from fieldrl.policies.imitation import collect
+
+    assert entry.imitate is not None
+    heuristic = _entry(scenario, entry.imitate.heuristic)
+    assert isinstance(heuristic, HeuristicEntry)
+    spec = domain.heuristics[heuristic.use]
+    policy = spec.build(spec.settings_model.model_validate(heuristic.settings), params, heuristic.label)
+    envs = domain.make_eval_envs(params, demonstration_seeds(scenario, seed, entry.imitate.episodes))
+    try:
+        return collect(envs, policy, gamma)
+    finally:
+        envs.close()
+
+
 def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, events: Any) -> list[str]:
     """Train one (variant, policy, seed) and write its artifacts; return their relative paths."""
     from fieldrl.policies.learned import train_model
@@ -274,6 +300,9 @@ def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, ev
         tensorboard_dir=folder.path / "tensorboard" / slug(job.variant),
         report=lambda done: events.put(("update", job.key, done)),
         checkpoint_dir=folder.path / checkpoint_dir(job),
+        demonstrations=partial(_demonstrations, scenario, domain, params, entry, job.seed)
+        if entry.imitate is not None
+        else None,
     )
     written = []
     for name, data in artifacts.items():

@@ -29,6 +29,7 @@ from fieldrl.policies.registry import ALGORITHMS, algorithm_parameters, build_kw
 MODEL_FILE = "model.zip"
 NORM_FILE = "obs_normalization.json"
 CURVE_FILE = "learning_curve.csv"
+IMITATION_FILE = "imitation.json"
 
 
 class LearningCurve(BaseCallback):
@@ -77,6 +78,7 @@ def train_model(
     tensorboard_dir: Path | None = None,
     report: Callable[[int], None] | None = None,
     checkpoint_dir: Path | None = None,
+    demonstrations: Callable[[float], Any] | None = None,
 ) -> dict[str, bytes]:
     """Train one model and return its artifacts as ``{file name: bytes}`` (caller writes them).
 
@@ -88,6 +90,8 @@ def train_model(
     :param report: progress callback receiving env steps done.
     :param checkpoint_dir: where to save a checkpoint every ``entry.checkpoint_interval`` steps;
         if it holds a valid checkpoint, training continues from it instead of starting over.
+    :param demonstrations: ``gamma -> Demonstrations`` of the heuristic named in ``entry.imitate``;
+        the new model is behaviour-cloned on them before RL training (not when resuming).
     """
     torch.set_num_threads(1)
     venv = VecMonitor(make_vec_env(entry.n_envs, seed))
@@ -104,12 +108,27 @@ def train_model(
     tb_log = str(tensorboard_dir) if tensorboard_dir else None
     curve = LearningCurve()
     meta = checkpoint.read_checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
+    imitation_stats: bytes | None = None
     if meta is not None:
         model, curve.rows = checkpoint.restore(checkpoint_dir, meta, algo, venv, tensorboard_log=tb_log)
         done = int(meta["timesteps"])
+        kept = checkpoint_dir / IMITATION_FILE
+        imitation_stats = kept.read_bytes() if kept.is_file() else None
     else:
         model = algo(entry.policy, venv, seed=seed, verbose=0, device="cpu", tensorboard_log=tb_log, **kwargs)
         done = 0
+        if demonstrations is not None and entry.imitate is not None:
+            from fieldrl.policies import imitation
+
+            demos = demonstrations(float(kwargs.get("gamma", 0.99)))
+            kept = demos.sample(entry.imitate.max_decisions, seed)
+            cloned = imitation.clone(model, venv, kept, entry.imitate.epochs, seed=seed)
+            cloned["episodes"] = float(demos.episodes)
+            cloned["decisions_seen"] = float(len(demos))
+            imitation_stats = json.dumps(cloned, indent=1).encode()
+            if checkpoint_dir is not None:  # kept for a resumed run's artifacts
+                checkpoint_dir.mkdir(parents=True, exist_ok=True)
+                (checkpoint_dir / IMITATION_FILE).write_bytes(imitation_stats)
     callbacks: list[BaseCallback] = [curve]
     if report is not None:
         callbacks.append(ProgressReporter(entry.train_steps, report))
@@ -128,6 +147,8 @@ def train_model(
     buffer = io.BytesIO()
     model.save(buffer)
     artifacts = {MODEL_FILE: buffer.getvalue(), CURVE_FILE: curve.csv_text().encode()}
+    if imitation_stats is not None:
+        artifacts[IMITATION_FILE] = imitation_stats
     if isinstance(venv, VecNormalize) and entry.normalize_obs:
         rms = venv.obs_rms
         stats = {

@@ -414,7 +414,8 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
                 entry.label,
                 "learned",
                 f"{entry.algorithm} {entry.policy}, {entry.train_steps:,} env steps, {entry.n_envs} envs, "
-                f"normalise obs={entry.normalize_obs}, reward={entry.normalize_reward}; {hp}",
+                f"normalise obs={entry.normalize_obs}, reward={entry.normalize_reward}; {hp}"
+                + _imitation_text(entry),
             ]
         )
     out.append(_text_table(rows, styles, [3 * cm, 1.6 * cm, PAGE_WIDTH - 4.6 * cm]))
@@ -439,6 +440,16 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
     )
     out.append(ctx.para(", ".join(f"{k} {v}" for k, v in versions.items()), "Small"))
     return out
+
+
+def _imitation_text(entry: Any) -> str:
+    if entry.imitate is None:
+        return ""
+    m = entry.imitate
+    return (
+        f". Warm start: behaviour-cloned from {m.heuristic} on {m.episodes} training-seed episodes "
+        f"({m.epochs} epochs, at most {m.max_decisions:,} decisions) before RL training"
+    )
 
 
 def _seed_text(seeds: list[int]) -> str:

@@ -27,6 +27,8 @@ def make_env(params: RailParams, training: bool = False) -> RailParallelEnv:
         hold_steps=params.hold_steps,
         wait_cost=params.wait_cost,
         horizon=params.horizon,
+        shield=params.shield,
+        shield_paths=params.shield_paths,
         curriculum=tuple(params.curriculum) if training else (),
         curriculum_episodes=params.curriculum_episodes,
     )

@@ -44,6 +44,7 @@ from fieldrl.domains.rail.deadlock import deadlocked
 from fieldrl.domains.rail.levels import LEVELS, make_rail_env
 from fieldrl.domains.rail.network import DC, DR, TURNS, RailNetwork
 from fieldrl.domains.rail.observation import OBS_SIZE, OWN, PathLookahead, build_observations
+from fieldrl.domains.rail.reservation import Shield
 
 NOOP, DEPART, HOLD, CANCEL, LEFT, FORWARD, RIGHT, STOP = range(8)
 SEMI_ACTIONS = ("noop", "depart", "hold", "cancel", "left", "forward", "right", "stop")
@@ -66,6 +67,9 @@ class RailParallelEnv(ParallelEnv):
         way (held at its origin after its earliest departure, or stopped on the map), times the step
         limit: a train kept waiting all episode costs ``wait_cost``.
     :param horizon: look-ahead cells of the observation builder.
+    :param shield: semi mode only: mask departures and exits that would put a train head-on against
+        another train's reserved path (:class:`~fieldrl.domains.rail.reservation.Shield`).
+    :param shield_paths: shortest paths a shielded departure may choose from (the first free one).
     :param curriculum: training only: levels sampled at each reset, weights moving from the first
         towards the last over ``curriculum_episodes`` episodes (see :meth:`curriculum_weights`).
     """
@@ -80,6 +84,8 @@ class RailParallelEnv(ParallelEnv):
         hold_steps: int = 5,
         wait_cost: float = 0.0,
         horizon: int = 40,
+        shield: bool = False,
+        shield_paths: int = 4,
         curriculum: tuple[int, ...] = (),
         curriculum_episodes: int = 200,
     ):
@@ -90,6 +96,9 @@ class RailParallelEnv(ParallelEnv):
         self.hold_steps = int(hold_steps)
         self.wait_cost = float(wait_cost)
         self.horizon = int(horizon)
+        self.shield = bool(shield) and mode == "semi"
+        self.shield_paths = int(shield_paths)
+        self._shield: Shield | None = None
         self.curriculum = tuple(int(x) for x in curriculum)
         self.curriculum_episodes = int(curriculum_episodes)
         self.episodes = 0
@@ -159,8 +168,10 @@ class RailParallelEnv(ParallelEnv):
         self._gone: set[int] = set()
         self._step_reward = np.zeros(n)
         self._history: list[np.ndarray] = []
+        self._shield = Shield(self, self.shield_paths) if self.shield else None
         if self.mode == "semi":
             self._advance()
+            self._follow_plans()
         else:
             self._refresh()
             self._update_pending()
@@ -341,14 +352,34 @@ class RailParallelEnv(ParallelEnv):
                 self.pending[:] = NONE
                 return
 
+    def disable_shield(self) -> None:
+        """Switch the shield off (dispatchers apply their own rules; the shield is for learned policies)."""
+        self.shield = False
+        self._shield = None
+
+    def _follow_plans(self) -> None:
+        if self._shield is not None:
+            self._shield.plan.update()
+
+    def _fallback(self, kind: int, i: int, mask: np.ndarray) -> int:
+        """The default of a decision whose chosen action the mask forbids: hold, or the allowed
+        exit nearest the target (stop if the shield allows none)."""
+        if kind == DISPATCH:
+            return HOLD
+        distances = np.where(mask[LEFT : RIGHT + 1], self.option_distances(i), np.inf)
+        return LEFT + int(np.argmin(distances)) if np.isfinite(distances).any() else STOP
+
     def _apply(self, i: int, action: int) -> None:
         kind = self.pending[i]
         t = self.fl._elapsed_steps
-        if not self.action_mask(self.names[i])[action]:
-            action = HOLD if kind == DISPATCH else LEFT + int(np.argmin(self.option_distances(i)))
+        mask = self.action_mask(self.names[i])
+        if not mask[action]:
+            action = self._fallback(kind, i, mask)
         if kind == DISPATCH:
             self.decisions["dispatch"] += 1
             if action == DEPART:
+                if self._shield is not None:
+                    self._shield.depart(i)
                 self.departing[i] = True
             elif action == HOLD:
                 self.hold_until[i] = t + self.hold_steps
@@ -365,6 +396,8 @@ class RailParallelEnv(ParallelEnv):
                 self.cmd[i] = STOP_MOVING
                 self.hold_until[i] = t + self.hold_steps
             else:
+                if self._shield is not None:
+                    self._shield.take_exit(i, action - LEFT)
                 self.cmd[i] = (MOVE_LEFT, MOVE_FORWARD, MOVE_RIGHT)[action - LEFT]
 
     def step(self, actions: dict[str, Any]):
@@ -377,6 +410,7 @@ class RailParallelEnv(ParallelEnv):
                     self._apply(i, int(action))
             self.pending[:] = NONE
             self._advance()
+            self._follow_plans()
         else:
             acts = {}
             for a in live:
@@ -412,8 +446,12 @@ class RailParallelEnv(ParallelEnv):
         kind = self.pending[i]
         if kind == DISPATCH:
             mask[[DEPART, HOLD, CANCEL]] = True
+            if self._shield is not None:
+                mask[DEPART] = self._shield.departure_path(i) is not None
         elif kind == ROUTE:
             mask[LEFT : RIGHT + 1] = self.route_options(i)
+            if self._shield is not None:
+                mask[LEFT : RIGHT + 1] &= [p is not None for p in self._shield.exit_paths(i)]
             mask[STOP] = True
         else:
             mask[NOOP] = True

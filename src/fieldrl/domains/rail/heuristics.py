@@ -2,7 +2,8 @@
 
 All three answer the semi-hierarchical env's decisions (dispatch: depart / hold / cancel; routing:
 left / forward / right / stop). They read ``envs.envs[i]`` (:class:`RailParallelEnv`, hence the
-Flatland ``RailEnv`` inside) through ``bind_envs``.
+Flatland ``RailEnv`` inside) through ``bind_envs``, and always run unshielded (the reservation rule
+they share with the env's shield lives in :mod:`fieldrl.domains.rail.reservation`).
 
 * ``shortest-path``: every train departs as soon as it may and takes the exit nearest its target
   (Flatland's shortest-path baseline in this decomposition).
@@ -19,12 +20,9 @@ Flatland ``RailEnv`` inside) through ``bind_envs``.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Literal
 
 import numpy as np
-from flatland.envs.rail_env_shortest_paths import get_k_shortest_paths
-from flatland.envs.step_utils.states import TrainState
 from pydantic import BaseModel, ConfigDict, Field
 
 from fieldrl.domains.base import HeuristicSpec
@@ -41,9 +39,8 @@ from fieldrl.domains.rail.env import (
     STOP,
     RailParallelEnv,
 )
-from fieldrl.domains.rail.network import DC, DR
+from fieldrl.domains.rail.reservation import Cell, EpisodePlan, k_paths
 
-Cell = tuple[int, int]
 #: a dispatcher's decision as a Flatland action, for the monolithic env (cancel = never depart)
 MONOLITHIC = {DEPART: 2, HOLD: 0, CANCEL: 0, LEFT: 1, FORWARD: 2, RIGHT: 3, STOP: 4}
 
@@ -68,111 +65,22 @@ class PrioritySettings(_Settings):
     )
 
 
-def greedy_path(env: RailParallelEnv, i: int) -> list[Cell]:
-    """Cells of train ``i``'s shortest path from its start, following Flatland's distance map."""
-    r, c, d = (int(x) for x in env.initial[i])
-    dist = env.fl.distance_map.get()[i]
-    cells = [(r, c)]
-    for _ in range(4 * (env.net.height + env.net.width) + 50):
-        if dist[r, c, d] == 0:
-            break
-        best, best_d = None, np.inf
-        for d_out in range(4):
-            if env.net.trans[r, c, d, d_out]:
-                value = dist[r + DR[d_out], c + DC[d_out], d_out]
-                if value < best_d:
-                    best, best_d = d_out, value
-        if best is None or not np.isfinite(best_d):
-            break
-        r, c, d = r + int(DR[best]), c + int(DC[best]), best
-        cells.append((r, c))
-    return cells
-
-
-def k_paths(env: RailParallelEnv, i: int, k: int) -> list[list[Cell]]:
-    """Up to ``k`` shortest paths of train ``i`` (Flatland's k-shortest-paths search), shortest first."""
-    agent = env.fl.agents[i]
-    (pos, d) = agent.initial_configuration
-    target = next(iter(agent.targets))[0]
-    found = get_k_shortest_paths(None, pos, d, target, k=k, rail=env.fl.rail)
-    paths = [[tuple(w.position) for w in p] for p in found]
-    return paths or [greedy_path(env, i)]
-
-
-def edges(path: list[Cell]) -> list[tuple[Cell, Cell]]:
-    return list(zip(path[:-1], path[1:], strict=True))
-
-
-class _EpisodePlan:
-    """Planned paths, progress along them and the directed-edge reservations of one episode."""
-
-    def __init__(self, env: RailParallelEnv):
-        self.env = env
-        self.path: dict[int, list[Cell]] = {}
-        self.at: dict[int, int] = {}
-        self.reserved: Counter[tuple[Cell, Cell]] = Counter()
-
-    def reserve(self, i: int, path: list[Cell]) -> None:
-        self.path[i], self.at[i] = path, 0
-        self.reserved.update(edges(path))
-
-    def release(self, i: int, upto: int) -> None:
-        """Free train ``i``'s edges before path index ``upto`` (all of them if ``upto`` is past the end)."""
-        path, start = self.path[i], self.at[i]
-        for e in edges(path[start : min(upto, len(path) - 1) + 1]):
-            self.reserved[e] -= 1
-            if self.reserved[e] <= 0:
-                del self.reserved[e]
-        self.at[i] = upto
-
-    def update(self) -> None:
-        """Follow each planned train along its path; drop trains that arrived or left their path."""
-        env = self.env
-        for i in list(self.path):
-            state = env.state(i)
-            if state == TrainState.DONE:
-                self.release(i, len(self.path[i]))
-                del self.path[i], self.at[i]
-                continue
-            conf = env.config(i)
-            if conf is None:
-                continue
-            cell, path, at = (conf[0], conf[1]), self.path[i], self.at[i]
-            if path[at] == cell:
-                continue
-            try:
-                j = path.index(cell, at)
-            except ValueError:  # off its plan (should not happen): keep nothing reserved
-                self.release(i, len(path))
-                del self.path[i], self.at[i]
-                continue
-            self.release(i, j)
-
-    def conflicts(self, path: list[Cell]) -> bool:
-        """True if some train holds an edge of ``path`` in the opposite direction."""
-        return any((b, a) in self.reserved for a, b in edges(path))
-
-    def next_cell(self, i: int) -> Cell | None:
-        if i not in self.path:
-            return None
-        path, at = self.path[i], self.at[i]
-        return path[at + 1] if at + 1 < len(path) else None
-
-
 class _Dispatcher:
     """Shared plumbing: bind to the eval envs, walk the slots, answer pending decisions."""
 
     def __init__(self, name: str):
         self.name = name
         self.envs: Any = None
-        self.plans: list[_EpisodePlan] = []
+        self.plans: list[EpisodePlan] = []
 
     def reset(self, n_envs: int) -> None:
         self.n_envs = int(n_envs)
 
     def bind_envs(self, envs: Any) -> None:
         self.envs = envs
-        self.plans = [_EpisodePlan(env) for env in envs.envs]
+        for env in envs.envs:
+            env.disable_shield()  # a dispatcher is judged on its own rules, not the learned policy's shield
+        self.plans = [EpisodePlan(env) for env in envs.envs]
 
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
         if self.envs is None:
@@ -231,7 +139,7 @@ class ReservationDispatcher(_Dispatcher):
     def candidates(self, e: int, env: RailParallelEnv, i: int) -> list[list[Cell]]:
         cache = self._paths[e]
         if i not in cache:
-            cache[i] = [greedy_path(env, i)] if self.k == 1 else k_paths(env, i, self.k)
+            cache[i] = k_paths(env, i, self.k)
         return cache[i]
 
     def priority(self, e: int, env: RailParallelEnv, i: int) -> tuple[float, ...]:

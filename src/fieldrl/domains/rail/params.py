@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 LevelIndex = Annotated[int, Field(strict=True, ge=0, le=4)]
 
@@ -36,6 +36,15 @@ class RailParams(BaseModel):
         "limit: a train kept waiting the whole episode costs wait_cost. 0 = none.",
     )
     horizon: int = Field(40, ge=5, le=200, description="Look-ahead cells of the observation builder.")
+    shield: bool = Field(
+        False,
+        description="semi mode: mask a learned policy's departures and switch exits that would meet another "
+        "train's reserved path head-on (the deadlock-avoiding dispatcher's reservation rule as a safety "
+        "shield); the policy still decides when trains depart, wait, are cancelled, reroute or stop.",
+    )
+    shield_paths: int = Field(
+        4, ge=1, le=10, description="Shortest paths a shielded departure may take (the first free one)."
+    )
     curriculum: list[LevelIndex] = Field(
         default_factory=list,
         max_length=5,
@@ -46,3 +55,9 @@ class RailParams(BaseModel):
     curriculum_episodes: int = Field(
         200, ge=1, le=10**7, description="Training episodes (per env copy) over which the curriculum moves."
     )
+
+    @model_validator(mode="after")
+    def _shield_needs_semi(self) -> RailParams:
+        if self.shield and self.mode != "semi":
+            raise ValueError("shield applies to mode 'semi' only (monolithic trains choose every step)")
+        return self

@@ -218,6 +218,17 @@ def report_section(ctx: Any) -> list[Any]:
             "score. These are simulated networks and timetables (Flatland's generators), not a real railway."
         )
     )
+    shielded = [v for v in ctx.scenario.variant_names if ctx.scenario.variant_params(v).get("shield")]
+    if shielded:
+        story.append(
+            ctx.para(
+                f"Shielded settings ({', '.join(shielded)}): the learned policy may not send a train onto "
+                "track that another train has reserved in the opposite direction, the rule the "
+                "deadlock-avoiding dispatcher follows; it still decides when each train departs or waits, "
+                "which trains are cancelled, and where trains reroute or stop. The dispatchers always run "
+                "on their own rules. Circular waits at junctions are not ruled out by the shield."
+            )
+        )
     return story
 
 

@@ -1,0 +1,199 @@
+"""Directed-edge reservations along planned paths: the dispatchers' rule and the env's shield.
+
+A train that departs reserves every cell-to-cell edge of its planned path and frees them as it
+passes. A path *conflicts* when some other train holds one of its edges in the opposite direction:
+two such trains would meet head-on on a single track, the way Flatland deadlocks form.
+
+:class:`EpisodePlan` is that bookkeeping for one episode. The deadlock-avoiding and priority
+dispatchers (:mod:`fieldrl.domains.rail.heuristics`) decide with it; :class:`Shield` lets a learned
+policy decide while the same rule masks the departures and exits that would create a head-on
+conflict (shielded RL: Alshiekh et al., "Safe Reinforcement Learning via Shielding", AAAI 2018).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import numpy as np
+from flatland.envs.rail_env_shortest_paths import get_k_shortest_paths
+from flatland.envs.step_utils.states import TrainState
+
+from fieldrl.domains.rail.network import DC, DR, TURNS
+
+if TYPE_CHECKING:
+    from fieldrl.domains.rail.env import RailParallelEnv
+
+Cell = tuple[int, int]
+
+
+def greedy_path(env: RailParallelEnv, i: int, start: tuple[int, int, int] | None = None) -> list[Cell]:
+    """Cells of train ``i``'s shortest path from ``start`` (default: its origin), by the distance map."""
+    r, c, d = (int(x) for x in (env.initial[i] if start is None else start))
+    dist = env.fl.distance_map.get()[i]
+    cells = [(r, c)]
+    for _ in range(4 * (env.net.height + env.net.width) + 50):
+        if dist[r, c, d] == 0:
+            break
+        best, best_d = None, np.inf
+        for d_out in range(4):
+            if env.net.trans[r, c, d, d_out]:
+                value = dist[r + DR[d_out], c + DC[d_out], d_out]
+                if value < best_d:
+                    best, best_d = d_out, value
+        if best is None or not np.isfinite(best_d):
+            break
+        r, c, d = r + int(DR[best]), c + int(DC[best]), best
+        cells.append((r, c))
+    return cells
+
+
+def k_paths(env: RailParallelEnv, i: int, k: int) -> list[list[Cell]]:
+    """Up to ``k`` shortest paths of train ``i`` (Flatland's k-shortest-paths search), shortest first."""
+    if k == 1:
+        return [greedy_path(env, i)]
+    agent = env.fl.agents[i]
+    (pos, d) = agent.initial_configuration
+    target = next(iter(agent.targets))[0]
+    found = get_k_shortest_paths(None, pos, d, target, k=k, rail=env.fl.rail)
+    paths = [[tuple(w.position) for w in p] for p in found]
+    return paths or [greedy_path(env, i)]
+
+
+def edges(path: list[Cell]) -> list[tuple[Cell, Cell]]:
+    return list(zip(path[:-1], path[1:], strict=True))
+
+
+class EpisodePlan:
+    """Planned paths, progress along them and the directed-edge reservations of one episode."""
+
+    def __init__(self, env: RailParallelEnv):
+        self.env = env
+        self.path: dict[int, list[Cell]] = {}
+        self.at: dict[int, int] = {}
+        self.reserved: Counter[tuple[Cell, Cell]] = Counter()
+
+    def reserve(self, i: int, path: list[Cell]) -> None:
+        self.path[i], self.at[i] = path, 0
+        self.reserved.update(edges(path))
+
+    def release(self, i: int, upto: int) -> None:
+        """Free train ``i``'s edges before path index ``upto`` (all of them if ``upto`` is past the end)."""
+        path, start = self.path[i], self.at[i]
+        for e in edges(path[start : min(upto, len(path) - 1) + 1]):
+            self.reserved[e] -= 1
+            if self.reserved[e] <= 0:
+                del self.reserved[e]
+        self.at[i] = upto
+
+    def drop(self, i: int) -> None:
+        """Forget train ``i``'s plan and free what it still holds."""
+        if i in self.path:
+            self.release(i, len(self.path[i]))
+            del self.path[i], self.at[i]
+
+    def update(self) -> None:
+        """Follow each planned train along its path; drop trains that arrived or left their path."""
+        env = self.env
+        for i in list(self.path):
+            if env.state(i) == TrainState.DONE:
+                self.drop(i)
+                continue
+            conf = env.config(i)
+            if conf is None:
+                continue
+            cell, path, at = (conf[0], conf[1]), self.path[i], self.at[i]
+            if path[at] == cell:
+                continue
+            try:
+                j = path.index(cell, at)
+            except ValueError:  # off its plan: keep nothing reserved
+                self.drop(i)
+                continue
+            self.release(i, j)
+
+    def conflicts(self, path: list[Cell], ignore: int | None = None) -> bool:
+        """True if some train (other than ``ignore``) holds an edge of ``path`` in the opposite direction."""
+        own: Counter[tuple[Cell, Cell]] = Counter()
+        if ignore is not None and ignore in self.path:
+            own.update(edges(self.path[ignore][self.at[ignore] :]))
+        return any(self.reserved[(b, a)] - own[(b, a)] > 0 for a, b in edges(path))
+
+    def next_cell(self, i: int) -> Cell | None:
+        if i not in self.path:
+            return None
+        path, at = self.path[i], self.at[i]
+        return path[at + 1] if at + 1 < len(path) else None
+
+
+class Shield:
+    """Masks a learned policy's departures and exits that the reservation rule forbids.
+
+    * A train may depart only if its origin cell is free and one of its ``k`` shortest paths
+      conflicts with no reservation; departing reserves the first such path.
+    * At a switch it may take its planned exit, or another exit whose shortest continuation
+      conflicts with no other train's reservation (it is then re-planned along that one); it may
+      always stop.
+    """
+
+    def __init__(self, env: RailParallelEnv, k: int):
+        self.env = env
+        self.k = k
+        self.plan = EpisodePlan(env)
+        self._candidates: dict[int, list[list[Cell]]] = {}
+
+    def departure_path(self, i: int) -> list[Cell] | None:
+        env = self.env
+        start = (int(env.initial[i][0]), int(env.initial[i][1]))
+        if any(env.config(j) is not None and env.config(j)[:2] == start for j in range(env.n)):
+            return None
+        if i not in self._candidates:
+            self._candidates[i] = k_paths(env, i, self.k)
+        return next((p for p in self._candidates[i] if not self.plan.conflicts(p, ignore=i)), None)
+
+    def exit_paths(self, i: int) -> list[list[Cell] | None]:
+        """Per exit (left, forward, right): the path it commits train ``i`` to, None if forbidden.
+
+        The planned exit's path is the plan itself (an empty list: nothing changes).
+        """
+        env = self.env
+        conf = env.config(i)
+        out: list[list[Cell] | None] = [None, None, None]
+        if conf is None:
+            return out
+        r, c, d = conf
+        planned = self.plan.next_cell(i)
+        dist = env.fl.distance_map.get()[i]
+        for j, t in enumerate(TURNS):
+            d_out = (d + t) % 4
+            if not env.net.trans[r, c, d, d_out]:
+                continue
+            nr, nc = r + int(DR[d_out]), c + int(DC[d_out])
+            if planned == (nr, nc):
+                out[j] = []
+                continue
+            if not np.isfinite(dist[nr, nc, d_out]):
+                continue
+            path = [(r, c), *greedy_path(env, i, (nr, nc, d_out))]
+            if not self.plan.conflicts(path, ignore=i):
+                out[j] = path
+        return out
+
+    def depart(self, i: int) -> bool:
+        """Reserve a departure path for train ``i``; False if none is free any more."""
+        path = self.departure_path(i)
+        if path is None:
+            return False
+        self.plan.drop(i)
+        self.plan.reserve(i, path)
+        return True
+
+    def take_exit(self, i: int, j: int) -> bool:
+        """Commit train ``i`` to exit ``j`` (re-planning if it is not the planned one); False if forbidden."""
+        path = self.exit_paths(i)[j]
+        if path is None:
+            return False
+        if path:
+            self.plan.drop(i)
+            self.plan.reserve(i, path)
+        return True
