@@ -144,6 +144,12 @@ def clone(
     policy = model.policy
     policy.set_training_mode(True)
     masked = "action_masks" in inspect.signature(policy.get_distribution).parameters
+
+    def distribution(batch: torch.Tensor, masks: np.ndarray) -> Any:
+        return (
+            policy.get_distribution(batch, action_masks=masks) if masked else policy.get_distribution(batch)
+        )
+
     optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate)
     gen = torch.Generator().manual_seed(seed)
     obs_t = torch.as_tensor(obs)
@@ -157,10 +163,7 @@ def clone(
         for lo in range(0, n, batch_size):
             idx = order[lo : lo + batch_size]
             batch_obs = obs_t[idx]
-            if masked:
-                dist = policy.get_distribution(batch_obs, action_masks=mask_np[idx.numpy()])
-            else:
-                dist = policy.get_distribution(batch_obs)
+            dist = distribution(batch_obs, mask_np[idx.numpy()])
             p_loss = -dist.log_prob(act_t[idx]).mean()
             v_loss = torch.nn.functional.mse_loss(policy.predict_values(batch_obs).flatten(), ret_t[idx])
             loss = p_loss + 0.5 * v_loss
@@ -171,10 +174,7 @@ def clone(
             policy_loss, value_loss = float(p_loss.detach()), float(v_loss.detach())
     policy.set_training_mode(False)
     with torch.no_grad():
-        if masked:
-            dist = policy.get_distribution(obs_t, action_masks=mask_np)
-        else:
-            dist = policy.get_distribution(obs_t)
+        dist = distribution(obs_t, mask_np)
         chosen = dist.distribution.probs.argmax(dim=1)
     accuracy = float((chosen == act_t).float().mean())
     return {

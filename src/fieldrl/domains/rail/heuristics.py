@@ -39,7 +39,7 @@ from fieldrl.domains.rail.env import (
     STOP,
     RailParallelEnv,
 )
-from fieldrl.domains.rail.reservation import Cell, EpisodePlan, k_paths
+from fieldrl.domains.rail.reservation import Cell, EpisodePlan, k_paths, start_free
 
 #: a dispatcher's decision as a Flatland action, for the monolithic env (cancel = never depart)
 MONOLITHIC = {DEPART: 2, HOLD: 0, CANCEL: 0, LEFT: 1, FORWARD: 2, RIGHT: 3, STOP: 4}
@@ -166,9 +166,7 @@ class ReservationDispatcher(_Dispatcher):
                 out[i] = CANCEL
                 continue
             free = next((p for p in paths if not plan.conflicts(p)), None)
-            start = (int(env.initial[i][0]), int(env.initial[i][1]))
-            occupied = any(env.config(j) is not None and env.config(j)[:2] == start for j in range(env.n))
-            if free is None or occupied:
+            if free is None or not start_free(env, i):
                 out[i] = HOLD
                 continue
             plan.reserve(i, free)

@@ -64,6 +64,12 @@ def edges(path: list[Cell]) -> list[tuple[Cell, Cell]]:
     return list(zip(path[:-1], path[1:], strict=True))
 
 
+def start_free(env: RailParallelEnv, i: int) -> bool:
+    """True if no train stands on train ``i``'s origin cell."""
+    start = (int(env.initial[i][0]), int(env.initial[i][1]))
+    return all((conf := env.config(j)) is None or conf[:2] != start for j in range(env.n))
+
+
 class EpisodePlan:
     """Planned paths, progress along them and the directed-edge reservations of one episode."""
 
@@ -144,8 +150,7 @@ class Shield:
 
     def departure_path(self, i: int) -> list[Cell] | None:
         env = self.env
-        start = (int(env.initial[i][0]), int(env.initial[i][1]))
-        if any(env.config(j) is not None and env.config(j)[:2] == start for j in range(env.n)):
+        if not start_free(env, i):
             return None
         if i not in self._candidates:
             self._candidates[i] = k_paths(env, i, self.k)
