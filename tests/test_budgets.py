@@ -35,7 +35,15 @@ def test_builtin_medium_budgets_are_a_fraction_of_the_full_study():
     assert memory.variant_names == ["s1", "s2", "s3", "s4", "s5"]
     rail = load_scenario("rail/levels").with_budget("medium")
     assert [e.train_steps for e in rail.policies.learned] == [200000, 200000]
-    assert len(rail.variant_names) == 10
+    assert len(rail.variant_names) == 10 and len(rail.seeds.eval) == 50
+
+
+def test_quick_caps_the_imitation_warm_start_and_leaves_entries_without_one():
+    full = load_scenario("rail/quick")
+    quick = full.with_budget("quick")
+    assert [e.imitate.episodes if e.imitate else None for e in full.policies.learned] == [None, 20]
+    assert [e.imitate.episodes if e.imitate else None for e in quick.policies.learned] == [None, 2]
+    assert quick.policies.learned[1].imitate.epochs == full.policies.learned[1].imitate.epochs
 
 
 @pytest.mark.parametrize(

@@ -65,3 +65,13 @@ def test_delay_is_compared_when_the_arrivals_cannot_be_told_apart() -> None:
     text = " ".join(findings.variant_findings(summary(arrived_gap=-1.0, arrived_half=3.0), "default"))
     assert "it did better on mean arrival delay" in text
     assert "not compared" not in text
+
+
+def test_a_share_of_trains_is_compared_in_percentage_points_not_relative_percent() -> None:
+    text = " ".join(findings.variant_findings(summary(arrived_gap=-5.0, arrived_half=2.0), "default"))
+    # 75 vs 80 % of trains: 5 points, not "6.2 % lower" (a percentage of a percentage)
+    assert "trains arrived 5 percentage points lower (95 % CI -7 to -3)" in text
+    close = " ".join(findings.variant_findings(summary(arrived_gap=-1.0, arrived_half=3.0), "default"))
+    assert "trains arrived 1 percentage point lower (95 % CI -4 to 2)" in close
+    # a KPI in its own unit keeps the relative change
+    assert "mean arrival delay 80 % lower (95 % CI -81 % to -79 %)" in close

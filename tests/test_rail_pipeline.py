@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from pypdf import PdfReader
 from typer.testing import CliRunner
@@ -60,3 +62,5 @@ def test_rail_quick_scenario_runs_end_to_end(tmp_path):
     # the warm start really cloned the priority dispatcher, in every variant
     cloned = sorted(out.glob("models/*/PPO-imitation/seed-0/imitation.json"))
     assert len(cloned) == 3
+    # on the quick budget's two demonstration episodes
+    assert all(json.loads(path.read_text())["episodes"] == 2 for path in cloned)

@@ -135,6 +135,9 @@ class Budget(Strict):
     eval_seeds: int | None = Field(None, ge=1, description="use only the first N eval seeds")
     episodes_per_seed: int | None = Field(None, ge=1)
     variants: list[str] | None = Field(None, min_length=1)
+    imitation_episodes: int | None = Field(
+        None, ge=1, description="caps the demonstration episodes of every imitation warm start"
+    )
 
     @model_validator(mode="after")
     def _one_step_rule(self) -> Budget:
@@ -210,6 +213,10 @@ class Scenario(Strict):
             data["episodes_per_seed"] = b.episodes_per_seed
         if b.variants is not None:
             data["variants"] = {k: v for k, v in data["variants"].items() if k in b.variants}
+        if b.imitation_episodes is not None:
+            for entry in data["policies"]["learned"]:
+                if entry["imitate"] is not None:
+                    entry["imitate"]["episodes"] = min(entry["imitate"]["episodes"], b.imitation_episodes)
         return Scenario.model_validate(data)
 
 

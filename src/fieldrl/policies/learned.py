@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
 from fieldrl.policies import checkpoint, memory_guard
@@ -136,6 +137,8 @@ def train_model(
         callbacks.append(
             checkpoint.Checkpointer(checkpoint_dir, entry.checkpoint_interval, venv, curve, start=done)
         )
+    if tb_log is None:  # SB3's default logger would leave an empty SB3-<date> folder in /tmp
+        model.set_logger(Logger(folder=None, output_formats=[]))
     model.learn(
         total_timesteps=max(entry.train_steps - done, 0),
         callback=CallbackList(callbacks),

@@ -46,10 +46,12 @@ def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, bas
     else:
         verdict = "unclear"
     unit = kpi["unit"]
+    percentage = unit == "%" or unit.startswith("% ")  # "%", "% of trains", "% of initial"
     direction = "higher" if diff["value"] > 0 else "lower"
     rel = comparison["relative_percent"]
     relative_ok = (
-        unit not in ("", "%")
+        unit != ""
+        and not percentage
         and abs(base) >= 0.01 * scale
         and all(math.isfinite(rel[k]) and abs(rel[k]) < 1000 for k in ("value", "low", "high"))
     )
@@ -57,8 +59,10 @@ def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, bas
         size = f"{pct(abs(rel['value']))[1:]} {direction}"
         ci = f"95 % CI {pct(rel['low'])} to {pct(rel['high'])}"
     else:
-        unit_text = {"": "", "%": " percentage points"}.get(unit, f" ({unit})")
-        size = f"{fmt(abs(diff['value']))}{unit_text} {direction}"
+        amount = fmt(abs(diff["value"]))
+        points = " percentage point" if amount == "1" else " percentage points"
+        unit_text = points if percentage else (f" ({unit})" if unit else "")
+        size = f"{amount}{unit_text} {direction}"
         ci = f"95 % CI {fmt(diff['low'])} to {fmt(diff['high'])}"
     return verdict, f"{label(kpi)} {size} ({ci})"
 
