@@ -19,12 +19,13 @@ def _with_second_learner(data: dict) -> dict:
 
 def test_medium_fraction_scales_every_learner_and_keeps_their_ratio(scenario_data, write_scenario):
     data = _with_second_learner(scenario_data)
+    data["policies"]["learned"][0]["train_steps"] = 512
     data["budgets"]["medium"] = {"train_steps_fraction": 0.5, "train_seeds": 1, "eval_seeds": 2}
     scenario = load_scenario(write_scenario(data)).with_budget("medium")
-    assert [e.train_steps for e in scenario.policies.learned] == [128, 450]
+    assert [e.train_steps for e in scenario.policies.learned] == [256, 450]
     assert scenario.seeds.train == [0] and scenario.seeds.eval == [100, 101]
     full = load_scenario(write_scenario(data)).with_budget("full")
-    assert [e.train_steps for e in full.policies.learned] == [256, 900]
+    assert [e.train_steps for e in full.policies.learned] == [512, 900]
 
 
 def test_builtin_medium_budgets_are_a_fraction_of_the_full_study():

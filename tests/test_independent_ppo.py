@@ -112,8 +112,9 @@ def test_spine_trains_saves_and_loads_it_like_any_learned_policy(tmp_path):
     artifacts = train_model(partial(DOMAIN.make_train_vec_env, MARL), entry, 0, tmp_path)
     for name, data in artifacts.items():
         (tmp_path / name).write_bytes(data)
-    first = load_policy("PPO", "independent-ppo", tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
-    again = load_policy("PPO", "independent-ppo", tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
+    make = partial(DOMAIN.make_train_vec_env, MARL)
+    first = load_policy("PPO", entry, make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
+    again = load_policy("PPO", entry, make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
     assert first.model.policy.n_agents == 2
     obs = _lockstep_obs()
     actions = first.act(obs, np.ones(3, dtype=bool))

@@ -135,7 +135,8 @@ def held_out_success(algorithm: str, tmp_path) -> float:
         artifacts = train_model(lambda n, s: DOMAIN.make_train_vec_env(params, n, s), entry, 0, tmp_path)
     for name, data in artifacts.items():
         (tmp_path / name).write_bytes(data)
-    policy = load_policy(algorithm, algorithm, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
+    make = lambda n, s: DOMAIN.make_train_vec_env(params, n, s)  # noqa: E731
+    policy = load_policy(algorithm, entry, make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
     kpis, _ = run_episodes(DOMAIN, params, policy, HELD_OUT)
     return float(kpis["success"].mean())
 

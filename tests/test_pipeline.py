@@ -72,7 +72,7 @@ def test_run_folder_holds_everything_with_a_manifest(tiny_run):
         "results.parquet",
         "summary.json",
         "report.pdf",
-        "models/default/PPO/seed-0/model.zip",
+        "models/default/PPO/seed-0/policy.safetensors",
         "models/default/PPO/seed-0/obs_normalization.json",
     ):
         assert rel in manifest, rel
@@ -124,7 +124,7 @@ def test_a_medium_budget_report_says_so_on_its_front_page(tiny_run):
 
 def test_evaluate_refuses_tampered_model(tiny_file, tmp_path):
     run_dir = fieldrl.train(tiny_file, out=tmp_path / "t", show_progress=False)
-    model = run_dir / "models/default/PPO/seed-0/model.zip"
+    model = run_dir / "models/default/PPO/seed-0/policy.safetensors"
     model.write_bytes(model.read_bytes() + b"\0")
     result = runner.invoke(app, ["evaluate", str(run_dir), "--quiet"])
     assert result.exit_code == 2

@@ -142,7 +142,7 @@ def test_full_disk_while_writing_results_keeps_the_previous_results(scenario_dat
 def test_model_missing_from_manifest_needs_trust(scenario_data, tmp_path):
     run_dir = fieldrl.train(_write(tmp_path, scenario_data), out=tmp_path / "t", show_progress=False)
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    del manifest["files"]["models/default/PPO/seed-0/model.zip"]
+    del manifest["files"]["models/default/PPO/seed-0/policy.safetensors"]
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     refused = cli.invoke(app, ["evaluate", str(run_dir), "--quiet"])
     assert refused.exit_code == 2

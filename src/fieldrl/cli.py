@@ -208,6 +208,79 @@ def evaluate(
 
 @app.command()
 @user_errors
+def tune(
+    scenario: Annotated[
+        str | None, typer.Argument(help="built-in name (e.g. chemo/full) or YAML path")
+    ] = None,
+    trials: Annotated[
+        int, typer.Option("--trials", min=1, max=10_000, help="trials per learned entry (equal for all)")
+    ] = 20,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="tuning folder to create (must not exist)")
+    ] = None,
+    budget: BudgetOpt = BudgetName.full,
+    jobs: JobsOpt = 1,
+    backend: BackendOpt = BackendName.local,
+    address: AddressOpt = None,
+    policy: Annotated[
+        list[str] | None, typer.Option("--policy", help="tune only this learned entry (repeatable)")
+    ] = None,
+    variant: Annotated[
+        str | None, typer.Option("--variant", help="setting to tune on (default: the first)")
+    ] = None,
+    train_steps: Annotated[
+        int | None, typer.Option("--train-steps", min=1, help="steps per trial (default: the entry's)")
+    ] = None,
+    keep: Annotated[
+        list[str] | None,
+        typer.Option("--keep", help="hyperparameter kept at the scenario's value, not tuned (repeatable)"),
+    ] = None,
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="finish an interrupted tuning folder instead")
+    ] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Tune every learned entry's hyperparameters on the validation seeds, with equal trials each."""
+    from fieldrl.evaluation import tuning
+
+    where = backend_of(jobs, backend, address)
+    if resume is not None:
+        if scenario is not None or out_dir is not None:
+            raise FieldrlError("--resume DIR takes no SCENARIO or --out: the tuning folder holds both")
+        result = tuning.resume_tuning(resume, where, show_progress=not quiet)
+    elif scenario is None:
+        raise FieldrlError("SCENARIO is missing: give a built-in name or YAML path, or --resume DIR")
+    else:
+        result = tuning.tune(
+            scenario,
+            trials,
+            out_dir,
+            budget.value,
+            where,
+            policies=policy,
+            variant=variant,
+            train_steps=train_steps,
+            keep=tuple(keep or ()),
+            show_progress=not quiet,
+        )
+    table = Table(title="Tuning studies (best validation score per learned entry)")
+    for col in ("policy", "trials", "best trial", "best value", "tuned file"):
+        table.add_column(col)
+    for label, study in result.studies.items():
+        best = study.get("best_value")
+        table.add_row(
+            label,
+            str(study.get("trials")),
+            str(study.get("best_trial", "-")),
+            "-" if best is None else f"{best:.4g}",
+            str(result.folder / study["file"]) if study.get("file") else "none (no trial finished)",
+        )
+    out.print(table)
+    out.print(f"Tuning folder: {result.folder}  (reference a tuned file with `tuned:` in the scenario entry)")
+
+
+@app.command()
+@user_errors
 def report(run_dir: RunDirArg) -> None:
     """Re-render the PDF report of an evaluated run (no training, no simulation)."""
     path = api.report(run_dir)

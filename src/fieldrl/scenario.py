@@ -67,6 +67,28 @@ class Imitation(Strict):
     )
 
 
+class Residual(Strict):
+    """Residual mode: the learned action is a bounded correction added to a heuristic's action."""
+
+    heuristic: str = Field(description="label of a heuristic in policies.heuristics to correct")
+    scale: float = Field(
+        0.2, gt=0, le=1, description="largest correction, as a fraction of half the action range"
+    )
+
+
+class TuningRecord(Strict):
+    """Where a learned entry's tuned hyperparameters came from (an Optuna study of ``fieldrl tune``)."""
+
+    study: str = Field(description="study name")
+    trials: int = Field(ge=0, description="finished trials (complete or pruned)")
+    best_trial: int | None = None
+    best_value: float | None = Field(None, description="best objective value on the validation seeds")
+    objective: str = Field("", description="what was optimised, in words")
+    search_space: dict[str, str] = Field(default_factory=dict, description="parameter -> its range")
+    train_steps: int | None = Field(None, description="training steps of each trial")
+    file: str | None = Field(None, description="the tuned-hyperparameters file it was read from")
+
+
 class LearnedEntry(Strict):
     """A policy trained with a Stable-Baselines3 / sb3-contrib algorithm."""
 
@@ -81,8 +103,27 @@ class LearnedEntry(Strict):
     checkpoint_every: int | None = Field(
         None, ge=1, le=10**9, description="env steps between resumable checkpoints (default: a tenth)"
     )
+    validate_every: int | None = Field(
+        None,
+        ge=1,
+        le=10**9,
+        description="env steps between evaluations on the validation seeds (default: a tenth of train_steps)",
+    )
     imitate: Imitation | None = Field(
-        None, description="behaviour-clone a heuristic before RL training (PPO and MaskablePPO only)"
+        None, description="behaviour-clone a heuristic before RL training (warm start)"
+    )
+    residual: Residual | None = Field(
+        None, description="learn a bounded correction to a heuristic's action (continuous actions only)"
+    )
+    tuned: str | None = Field(
+        None,
+        min_length=1,
+        max_length=300,
+        description="YAML file of tuned hyperparameters written by `fieldrl tune` (path relative to the "
+        "scenario file); its values override `hyperparameters` and `n_envs`",
+    )
+    tuning: TuningRecord | None = Field(
+        None, description="filled in from the `tuned` file when the scenario is loaded (provenance)"
     )
 
     @property
@@ -92,6 +133,10 @@ class LearnedEntry(Strict):
     @property
     def checkpoint_interval(self) -> int:
         return self.checkpoint_every or max(1, self.train_steps // 10)
+
+    @property
+    def validation_interval(self) -> int:
+        return self.validate_every or max(1, self.train_steps // 10)
 
 
 class Policies(Strict):
@@ -110,17 +155,27 @@ class Policies(Strict):
 
 
 class Seeds(Strict):
+    """Three disjoint seed sets: training, validation (model selection and tuning), held-out evaluation."""
+
     train: SeedList = Field(min_length=1)
     eval: SeedList = Field(min_length=1)
+    validation: SeedList | None = Field(
+        None,
+        min_length=1,
+        description="seeds for choosing among checkpoints and for tuning; never the held-out ones",
+    )
 
     @model_validator(mode="after")
     def _disjoint(self) -> Seeds:
-        overlap = sorted(set(self.train) & set(self.eval))
-        if overlap:
-            raise ValueError(
-                f"train and eval seeds must be disjoint; both contain {overlap[:5]}"
-                + (" ..." if len(overlap) > 5 else "")
-            )
+        pairs = [("train", self.train), ("eval", self.eval), ("validation", self.validation or [])]
+        for i, (name_a, a) in enumerate(pairs):
+            for name_b, b in pairs[i + 1 :]:
+                overlap = sorted(set(a) & set(b))
+                if overlap:
+                    raise ValueError(
+                        f"{name_a} and {name_b} seeds must be disjoint; both contain {overlap[:5]}"
+                        + (" ..." if len(overlap) > 5 else "")
+                    )
         return self
 
 
@@ -133,6 +188,7 @@ class Budget(Strict):
     )
     train_seeds: int | None = Field(None, ge=1, description="use only the first N train seeds")
     eval_seeds: int | None = Field(None, ge=1, description="use only the first N eval seeds")
+    validation_seeds: int | None = Field(None, ge=1, description="use only the first N validation seeds")
     episodes_per_seed: int | None = Field(None, ge=1)
     variants: list[str] | None = Field(None, min_length=1)
     imitation_episodes: int | None = Field(
@@ -209,6 +265,8 @@ class Scenario(Strict):
             data["seeds"]["train"] = data["seeds"]["train"][: b.train_seeds]
         if b.eval_seeds is not None:
             data["seeds"]["eval"] = data["seeds"]["eval"][: b.eval_seeds]
+        if b.validation_seeds is not None and data["seeds"]["validation"] is not None:
+            data["seeds"]["validation"] = data["seeds"]["validation"][: b.validation_seeds]
         if b.episodes_per_seed is not None:
             data["episodes_per_seed"] = b.episodes_per_seed
         if b.variants is not None:
@@ -237,17 +295,23 @@ def builtin_scenarios() -> list[str]:
 
 def scenario_text(ref: str | Path) -> tuple[str, str]:
     """Return ``(source label, YAML text)`` for a path or a built-in name."""
+    source, text, _ = _scenario_source(ref)
+    return source, text
+
+
+def _scenario_source(ref: str | Path) -> tuple[str, str, Any]:
+    """``(source label, YAML text, folder that relative paths in it start from)``."""
     path = Path(ref)
     if path.is_file():
         try:
-            return str(path), path.read_text(encoding="utf-8")
+            return str(path), path.read_text(encoding="utf-8"), path.parent
         except (OSError, UnicodeDecodeError) as exc:
             raise ScenarioError(str(path), "", MISSING, f"cannot read file ({exc})") from None
     ref = str(ref)
     if ref in builtin_scenarios():
         domain, name = ref.split("/", 1)
-        text = (resources.files("fieldrl") / "scenarios" / domain / f"{name}.yaml").read_text("utf-8")
-        return ref, text
+        folder = resources.files("fieldrl") / "scenarios" / domain
+        return ref, (folder / f"{name}.yaml").read_text("utf-8"), folder
     raise ScenarioError(
         ref,
         "",
@@ -258,11 +322,72 @@ def scenario_text(ref: str | Path) -> tuple[str, str]:
 
 def load_scenario(ref: str | Path) -> Scenario:
     """Load and fully validate a scenario (file path or built-in name like ``chemo/quick``)."""
-    source, text = scenario_text(ref)
-    return parse_scenario(text, source)
+    source, text, base = _scenario_source(ref)
+    return parse_scenario(text, source, base)
 
 
-def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
+class TunedFile(Strict):
+    """A tuned-hyperparameters file, as ``fieldrl tune`` writes it."""
+
+    algorithm: str
+    policy: str | None = Field(None, description="label of the learned entry it was tuned for")
+    n_envs: int | None = Field(None, ge=1, le=4096)
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    study: TuningRecord
+
+
+#: a tuned-hyperparameters file is a few hundred bytes; anything near this is not one
+MAX_TUNED_FILE_BYTES = 256 * 1024
+
+
+def _read_tuned(base: Any, rel: str, source: str, where: str) -> TunedFile:
+    if base is None:
+        raise ScenarioError(source, where, rel, "a tuned file needs a scenario file to be relative to")
+    target = base
+    for part in Path(rel).parts:
+        target = target / part
+    try:
+        if not target.is_file():
+            raise FileNotFoundError(rel)
+        raw = target.read_bytes()[: MAX_TUNED_FILE_BYTES + 1]
+        if len(raw) > MAX_TUNED_FILE_BYTES:
+            raise ValueError(f"larger than {MAX_TUNED_FILE_BYTES // 1024} KiB")
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        why = "no such file" if isinstance(exc, FileNotFoundError) else f"cannot read it ({exc})"
+        raise ScenarioError(
+            source, where, rel, f"{why}; give the YAML file `fieldrl tune` wrote, relative to the scenario"
+        ) from None
+    return _validate(TunedFile, data, f"{source} -> {rel}")
+
+
+def _resolve_tuned(scenario: Scenario, source: str, base: Any) -> Scenario:
+    """Merge every learned entry's ``tuned`` file into it; the result no longer needs the file."""
+    if not any(e.tuned for e in scenario.policies.learned):
+        return scenario
+    data = scenario.model_dump()
+    for i, entry in enumerate(data["policies"]["learned"]):
+        if not entry["tuned"]:
+            continue
+        where = f"policies.learned[{i}].tuned"
+        tuned = _read_tuned(base, entry["tuned"], source, where)
+        if tuned.algorithm != entry["algorithm"]:
+            raise ScenarioError(
+                source,
+                where,
+                entry["tuned"],
+                f"tuned for algorithm {tuned.algorithm}, but this entry is {entry['algorithm']}",
+            )
+        entry["hyperparameters"] = {**entry["hyperparameters"], **tuned.hyperparameters}
+        if tuned.n_envs is not None:
+            entry["n_envs"] = tuned.n_envs
+        entry["tuning"] = {**tuned.study.model_dump(), "file": entry["tuned"]}
+        entry["tuned"] = None
+    return _validate(Scenario, data, source)
+
+
+def parse_scenario(text: str, source: str = "<scenario>", base: Any = None) -> Scenario:
+    """Validate a scenario's YAML text; ``base`` is the folder its relative paths start from."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -272,7 +397,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         raise ScenarioError(source, where, MISSING, f"YAML syntax error: {problem}") from None
     if not isinstance(data, dict):
         raise ScenarioError(source, "", MISSING, "a scenario must be a YAML mapping (key: value)")
-    scenario = _validate(Scenario, data, source)
+    scenario = _resolve_tuned(_validate(Scenario, data, source), source, base)
     _validate_domain_parts(scenario, source)
     return scenario
 
@@ -376,6 +501,14 @@ def _check_imitation(
         )
 
 
+def _budgeted(scenario: Scenario, budget: str, source: str) -> Scenario:
+    """The scenario under ``budget``, with a problem in the budget named as the budget's field."""
+    try:
+        return scenario.with_budget(budget)
+    except ValidationError as exc:
+        raise _scenario_error(exc, Scenario, {}, source, f"budgets.{budget} ->") from None
+
+
 def _validate_domain_parts(scenario: Scenario, source: str) -> None:
     """Check what only the named domain and the algorithm registry know."""
     from fieldrl.domains import domain_names, get_domain
@@ -422,7 +555,10 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
         if problem:
             key, allowed = problem
             raise ScenarioError(source, f"{where}.hyperparameters.{key}", entry.hyperparameters[key], allowed)
-        built = construction_problem(partial(domain.make_train_vec_env, first_params), entry)
+        budgets = {"full": entry}
+        for budget_name in scenario.budgets:
+            budgets[budget_name] = _budgeted(scenario, budget_name, source).policies.learned[i]
+        built = construction_problem(partial(domain.make_train_vec_env, first_params), entry, budgets)
         if built:
             key, value, problem = built
             if key is not None:

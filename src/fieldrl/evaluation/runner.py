@@ -259,9 +259,86 @@ def _entry(scenario: Scenario, label: str) -> HeuristicEntry | LearnedEntry:
 
 
 def demonstration_seeds(scenario: Scenario, seed: int, episodes: int) -> list[int]:
-    """Seeds of a warm start's demonstrations: training seed ``seed`` onwards, skipping held-out ones."""
-    held_out = set(scenario.seeds.eval)
-    return list(islice((s for s in count(seed) if s not in held_out), episodes))
+    """Seeds of a warm start's demonstrations: training seed ``seed`` onwards, skipping held-out
+    and validation ones."""
+    kept_apart = set(scenario.seeds.eval) | set(scenario.seeds.validation or [])
+    return list(islice((s for s in count(seed) if s not in kept_apart), episodes))
+
+
+def validation_plan(scenario: Scenario) -> list[tuple[int, int, int]]:
+    """``(validation seed, episode, env seed)`` of every validation episode (as for held-out ones)."""
+    seeds = scenario.seeds.validation or []
+    return [(s, e, episode_seed(s, e)) for s in seeds for e in range(scenario.episodes_per_seed)]
+
+
+def validation_score(scenario: Scenario, domain: Domain, params: Any, policy: Policy) -> float:
+    """Mean primary KPI of ``policy`` over the validation episodes (NaN episodes left out)."""
+    plan = validation_plan(scenario)
+    kpis, _ = run_episodes(
+        domain,
+        params,
+        policy,
+        [p[2] for p in plan],
+        trace_index=None,
+        cases=[p[0] for p in plan],
+        failures=[],
+    )
+    values = np.asarray(kpis[primary_kpi(scenario, domain).name], dtype=float)
+    return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+
+
+def primary_kpi(scenario: Scenario, domain: Domain) -> Any:
+    return domain.kpi(scenario.report.primary_kpi or domain.kpis[0].name)
+
+
+def _heuristic_policy(scenario: Scenario, domain: Domain, params: Any, label: str) -> Policy:
+    entry = _entry(scenario, label)
+    assert isinstance(entry, HeuristicEntry)
+    spec = domain.heuristics[entry.use]
+    return spec.build(spec.settings_model.model_validate(entry.settings), params, entry.label)
+
+
+def training_vec_env(
+    scenario: Scenario, domain: Domain, params: Any, entry: LearnedEntry
+) -> Callable[[int, int], Any]:
+    """``(n_envs, seed) -> VecEnv`` the entry trains on (wrapped for residual entries)."""
+    if entry.residual is None:
+        return partial(domain.make_train_vec_env, params)
+    from fieldrl.policies.residual import ResidualVecEnv
+
+    residual = entry.residual
+
+    def make(n_envs: int, seed: int) -> Any:
+        heuristic = _heuristic_policy(scenario, domain, params, residual.heuristic)
+        return ResidualVecEnv(domain.make_train_vec_env(params, n_envs, seed), heuristic, residual.scale)
+
+    return make
+
+
+def evaluation_wrapper(
+    scenario: Scenario, domain: Domain, params: Any, entry: LearnedEntry
+) -> Callable[[Any], Policy] | None:
+    """What turns the loaded network into the evaluated policy (residual: heuristic + correction)."""
+    if entry.residual is None:
+        return None
+    from fieldrl.policies.residual import ResidualPolicy
+
+    residual = entry.residual
+    space = _action_space(domain, params)  # the heuristic's (the network's is the correction's)
+
+    def wrap(learned: Any) -> Policy:
+        heuristic = _heuristic_policy(scenario, domain, params, residual.heuristic)
+        return ResidualPolicy(entry.label, heuristic, learned, residual.scale, space.low, space.high)
+
+    return wrap
+
+
+def _action_space(domain: Domain, params: Any) -> Any:
+    venv = domain.make_train_vec_env(params, 1, 0)
+    try:
+        return venv.action_space
+    finally:
+        venv.close()
 
 
 def _demonstrations(
@@ -271,10 +348,7 @@ def _demonstrations(
     from fieldrl.policies.imitation import collect
 
     assert entry.imitate is not None
-    heuristic = _entry(scenario, entry.imitate.heuristic)
-    assert isinstance(heuristic, HeuristicEntry)
-    spec = domain.heuristics[heuristic.use]
-    policy = spec.build(spec.settings_model.model_validate(heuristic.settings), params, heuristic.label)
+    policy = _heuristic_policy(scenario, domain, params, entry.imitate.heuristic)
     envs = domain.make_eval_envs(params, demonstration_seeds(scenario, seed, entry.imitate.episodes))
     try:
         return collect(envs, policy, gamma)
@@ -293,16 +367,16 @@ def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, ev
     rel = model_dir(job.variant, job.policy, job.seed)
     events.put(("start", job.key, entry.train_steps))
     artifacts = train_model(
-        lambda n, s: domain.make_train_vec_env(params, n, s),
+        training_vec_env(scenario, domain, params, entry),
         entry,
         job.seed,
         folder.path / rel,
         tensorboard_dir=folder.path / "tensorboard" / slug(job.variant),
         report=lambda done: events.put(("update", job.key, done)),
         checkpoint_dir=folder.path / checkpoint_dir(job),
-        demonstrations=partial(_demonstrations, scenario, domain, params, entry, job.seed)
-        if entry.imitate is not None
-        else None,
+        demonstrations=demonstrations_for(scenario, domain, params, entry, job.seed),
+        validation=validation_for(scenario, domain, params, entry),
+        prepare=preparation_for(entry),
     )
     written = []
     for name, data in artifacts.items():
@@ -310,6 +384,43 @@ def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, ev
         written.append(f"{rel}/{name}")
     events.put(("done", job.key, entry.train_steps))
     return written
+
+
+def demonstrations_for(
+    scenario: Scenario, domain: Domain, params: Any, entry: LearnedEntry, seed: int
+) -> Callable[[float], Any] | None:
+    """``gamma -> Demonstrations`` of the entry's warm start, or None without one."""
+    if entry.imitate is None:
+        return None
+    return partial(_demonstrations, scenario, domain, params, entry, seed)
+
+
+def preparation_for(entry: LearnedEntry) -> Callable[[Any], None] | None:
+    """What a new model of ``entry`` needs before training (a residual starts at zero correction)."""
+    if entry.residual is None:
+        return None
+    from fieldrl.policies.residual import zero_correction
+
+    return zero_correction
+
+
+def validation_for(scenario: Scenario, domain: Domain, params: Any, entry: LearnedEntry) -> Any:
+    """The entry's validation-gated selection, or None when the scenario has no validation seeds."""
+    from fieldrl.policies.learned import SB3Policy
+    from fieldrl.policies.selection import Validation
+
+    if not scenario.seeds.validation:
+        return None
+    wrap = evaluation_wrapper(scenario, domain, params, entry)
+
+    def score(model: Any, norm: dict[str, Any] | None) -> float:
+        policy: Policy = SB3Policy(entry.label, model, norm)
+        if wrap is not None:
+            policy = wrap(policy)
+        return validation_score(scenario, domain, params, policy)
+
+    kpi = primary_kpi(scenario, domain)
+    return Validation(entry.validation_interval, score, kpi.higher_is_better, kpi.name)
 
 
 def build_policy(
@@ -330,18 +441,25 @@ def build_policy(
     folder = RunFolder(run_dir)
     rel = model_dir(job.variant, job.policy, job.train_seed)
     model_rel, norm_rel = f"{rel}/{MODEL_FILE}", f"{rel}/{NORM_FILE}"
-    if trust:  # the user vouches for files fieldrl cannot verify
+    load = partial(
+        load_policy,
+        entry.label,
+        entry,
+        training_vec_env(scenario, domain, params, entry),
+        wrap=evaluation_wrapper(scenario, domain, params, entry),
+    )
+    if trust:  # the user vouches for files the manifest does not list (they are only tensors)
         model_path = folder.require(model_rel, "no trained model here; run `fieldrl train` first")
         norm_path = folder.path / norm_rel if (folder.path / norm_rel).is_file() else None
-        return load_policy(entry.label, entry.algorithm, model_path, norm_path)
+        return load(model_path, norm_path)
     if model_rel not in hashes:
         raise FieldrlError(
             f"{folder.path / model_rel}: no trained model in the manifest; run `fieldrl train` first "
-            "(or, for a model file you are sure of, `fieldrl evaluate --trust`)"
+            "(or, for a weights file you are sure of, `fieldrl evaluate --trust`)"
         )
     model_path = folder.verified_path(model_rel, hashes[model_rel])
     norm_path = folder.verified_path(norm_rel, hashes[norm_rel]) if norm_rel in hashes else None
-    return load_policy(entry.label, entry.algorithm, model_path, norm_path)
+    return load(model_path, norm_path)
 
 
 def run_eval_job(

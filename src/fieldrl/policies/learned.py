@@ -1,9 +1,9 @@
 """Train Stable-Baselines3 models for a scenario entry, save them, and load them back
 as :class:`~fieldrl.policies.base.Policy` objects.
 
-Observation normalisation statistics are saved as plain numbers (JSON), not as a
-pickled ``VecNormalize``, so the only pickle-bearing file is the SB3 zip, and that
-one is loaded only after its SHA-256 matches the run manifest.
+Nothing a run folder holds is unpickled: weights are safetensors files loaded into a model
+rebuilt from the scenario (:mod:`~fieldrl.policies.weights`), observation normalisation
+statistics are plain numbers (JSON), not a pickled ``VecNormalize``.
 """
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
-from fieldrl.policies import checkpoint, memory_guard
+from fieldrl.policies import checkpoint, memory_guard, weights
 from fieldrl.policies.registry import ALGORITHMS, algorithm_parameters, build_kwargs
+from fieldrl.policies.selection import SelectionState, Validation, ValidationSelector, norm_stats
+from fieldrl.policies.weights import UpdateCounter
 
-MODEL_FILE = "model.zip"
+MODEL_FILE = "policy.safetensors"
 NORM_FILE = "obs_normalization.json"
 CURVE_FILE = "learning_curve.csv"
+VALIDATION_FILE = "validation_curve.csv"
 IMITATION_FILE = "imitation.json"
 
 
@@ -71,6 +74,14 @@ class ProgressReporter(BaseCallback):
         return True
 
 
+def build_model(entry: Any, venv: Any, seed: int | None = 0, tensorboard_log: str | None = None) -> Any:
+    """A new, untrained model of ``entry`` on ``venv`` (the scenario's algorithm and settings)."""
+    kwargs = build_kwargs(entry.hyperparameters, _action_dim(venv.action_space))
+    return ALGORITHMS[entry.algorithm](
+        entry.policy, venv, seed=seed, verbose=0, device="cpu", tensorboard_log=tensorboard_log, **kwargs
+    )
+
+
 def train_model(
     make_vec_env: Callable[[int, int], Any],
     entry: Any,
@@ -80,19 +91,24 @@ def train_model(
     report: Callable[[int], None] | None = None,
     checkpoint_dir: Path | None = None,
     demonstrations: Callable[[float], Any] | None = None,
+    validation: Validation | None = None,
+    prepare: Callable[[Any], None] | None = None,
 ) -> dict[str, bytes]:
     """Train one model and return its artifacts as ``{file name: bytes}`` (caller writes them).
 
-    :param make_vec_env: ``(n_envs, seed) -> VecEnv``.
+    :param make_vec_env: ``(n_envs, seed) -> VecEnv`` (residual entries: already wrapped).
     :param entry: the scenario's ``LearnedEntry``.
     :param seed: training seed (network init, exploration, environment stream).
-    :param out_dir: folder the model belongs in (used for the temp save only).
+    :param out_dir: folder the model belongs in.
     :param tensorboard_dir: where SB3 writes TensorBoard logs, if anywhere.
     :param report: progress callback receiving env steps done.
     :param checkpoint_dir: where to save a checkpoint every ``entry.checkpoint_interval`` steps;
         if it holds a valid checkpoint, training continues from it instead of starting over.
     :param demonstrations: ``gamma -> Demonstrations`` of the heuristic named in ``entry.imitate``;
         the new model is behaviour-cloned on them before RL training (not when resuming).
+    :param validation: evaluate on the validation seeds every ``validation.every`` steps and keep
+        the best weights (:mod:`~fieldrl.policies.selection`); None: the final weights are kept.
+    :param prepare: called on a newly built model before anything else (e.g. residual zeroing).
     """
     torch.set_num_threads(1)
     venv = VecMonitor(make_vec_env(entry.n_envs, seed))
@@ -105,37 +121,65 @@ def train_model(
             norm_reward=entry.normalize_reward,
             gamma=float(kwargs.get("gamma", 0.99)),
         )
-    algo = ALGORITHMS[entry.algorithm]
     tb_log = str(tensorboard_dir) if tensorboard_dir else None
     curve = LearningCurve()
     meta = checkpoint.read_checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
     imitation_stats: bytes | None = None
+    selection_state: SelectionState | None = None
+    done_updates = 0
+    restored = None
     if meta is not None:
-        model, curve.rows = checkpoint.restore(checkpoint_dir, meta, algo, venv, tensorboard_log=tb_log)
+        assert checkpoint_dir is not None
+        restored = checkpoint.restore_or_none(
+            checkpoint_dir, meta, lambda: build_model(entry, venv, seed, tb_log), venv
+        )
+        meta = meta if restored is not None else None
+    if restored is not None:
+        assert checkpoint_dir is not None and meta is not None
+        model, state = restored
+        curve.rows = [tuple(r) for r in state["curve"]]
+        done_updates = int(state.get("updates", 0))
+        if "selection" in state:
+            selection_state = SelectionState.from_json(state["selection"], state["best_weights"])
         done = int(meta["timesteps"])
         kept = checkpoint_dir / IMITATION_FILE
         imitation_stats = kept.read_bytes() if kept.is_file() else None
     else:
-        model = algo(entry.policy, venv, seed=seed, verbose=0, device="cpu", tensorboard_log=tb_log, **kwargs)
+        model = build_model(entry, venv, seed, tb_log)
+        if prepare is not None:
+            prepare(model)
         done = 0
         if demonstrations is not None and entry.imitate is not None:
             from fieldrl.policies import imitation
 
             demos = demonstrations(float(kwargs.get("gamma", 0.99)))
-            kept = demos.sample(entry.imitate.max_decisions, seed)
-            cloned = imitation.clone(model, venv, kept, entry.imitate.epochs, seed=seed)
+            kept_demos = demos.sample(entry.imitate.max_decisions, seed)
+            cloned = imitation.clone(model, venv, kept_demos, entry.imitate.epochs, seed=seed)
             cloned["episodes"] = float(demos.episodes)
             cloned["decisions_seen"] = float(len(demos))
             imitation_stats = json.dumps(cloned, indent=1).encode()
             if checkpoint_dir is not None:  # kept for a resumed run's artifacts
                 checkpoint_dir.mkdir(parents=True, exist_ok=True)
                 (checkpoint_dir / IMITATION_FILE).write_bytes(imitation_stats)
+    updates = UpdateCounter(model, start=done_updates)
     callbacks: list[BaseCallback] = [curve]
+    selector = None
+    if validation is not None:
+        selector = ValidationSelector(validation, venv, lambda: updates.total, selection_state)
+        callbacks.append(selector)
     if report is not None:
         callbacks.append(ProgressReporter(entry.train_steps, report))
     if checkpoint_dir is not None:
         callbacks.append(
-            checkpoint.Checkpointer(checkpoint_dir, entry.checkpoint_interval, venv, curve, start=done)
+            checkpoint.Checkpointer(
+                checkpoint_dir,
+                entry.checkpoint_interval,
+                venv,
+                curve,
+                start=done,
+                updates=updates,
+                selector=selector,
+            )
         )
     if tb_log is None:  # SB3's default logger would leave an empty SB3-<date> folder in /tmp
         model.set_logger(Logger(folder=None, output_formats=[]))
@@ -147,34 +191,48 @@ def train_model(
         progress_bar=False,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    buffer = io.BytesIO()
-    model.save(buffer)
-    artifacts = {MODEL_FILE: buffer.getvalue(), CURVE_FILE: curve.csv_text().encode()}
+    record: dict[str, Any] = {
+        "algorithm": entry.algorithm,
+        "num_timesteps": int(model.num_timesteps),
+        "gradient_updates": int(updates.total),
+        "selected": None,
+    }
+    state_dict = model.policy.state_dict()
+    norm = norm_stats(venv) if entry.normalize_obs else None
+    artifacts = {CURVE_FILE: curve.csv_text().encode()}
+    if selector is not None and selector.state.best_weights is not None:
+        chosen = selector.state
+        state_dict, norm = chosen.best_weights, chosen.best_norm if entry.normalize_obs else None
+        record["selected"] = {
+            "timesteps": chosen.best_step,
+            "gradient_updates": chosen.best_updates,
+            "value": chosen.best_value,
+            "kpi": validation.kpi if validation is not None else "",
+        }
+        artifacts[VALIDATION_FILE] = chosen.curve_csv().encode()
+    artifacts[MODEL_FILE] = weights.policy_bytes(state_dict, record)
     if imitation_stats is not None:
         artifacts[IMITATION_FILE] = imitation_stats
-    if isinstance(venv, VecNormalize) and entry.normalize_obs:
-        rms = venv.obs_rms
-        stats = {
-            "mean": np.asarray(rms.mean).tolist(),
-            "var": np.asarray(rms.var).tolist(),
-            "clip_obs": venv.clip_obs,
-            "epsilon": venv.epsilon,
-        }
-        artifacts[NORM_FILE] = json.dumps(stats).encode()
+    if norm is not None:
+        artifacts[NORM_FILE] = json.dumps(norm).encode()
     venv.close()
     return artifacts
 
 
 def construction_problem(
-    make_vec_env: Callable[[int, int], Any], entry: Any
+    make_vec_env: Callable[[int, int], Any], entry: Any, budgets: dict[str, Any] | None = None
 ) -> tuple[str | None, Any, str] | None:
     """Build (but don't train) the model on a one-env copy of the environment.
 
     Catches what only SB3 can judge before any output is written: an algorithm that
     does not fit the action space, an unknown policy class, bad hyperparameter values,
-    a buffer or network that would not fit in memory (:mod:`~fieldrl.policies.memory_guard`).
+    a buffer or network that would not fit in memory (:mod:`~fieldrl.policies.memory_guard`),
+    and (:mod:`~fieldrl.policies.feasibility`) a budget under which it could not learn: ``budgets``
+    maps a budget name to the entry as that budget runs it.
     Returns ``(hyperparameter or None, value, the problem in words)``, or None.
     """
+    from fieldrl.policies.feasibility import training_problem
+
     torch.set_num_threads(1)
     venv = make_vec_env(1, 0)
     try:
@@ -187,6 +245,13 @@ def construction_problem(
         with warnings.catch_warnings(), memory_guard.address_space_capped():
             warnings.simplefilter("ignore")  # e.g. batch-size advice that only holds for n_envs=1
             ALGORITHMS[entry.algorithm](entry.policy, venv, verbose=0, device="cpu", **kwargs)
+        for budget, applied in (budgets or {"full": entry}).items():
+            problem = training_problem(
+                applied.algorithm, applied.hyperparameters, applied.n_envs, venv.num_envs, applied.train_steps
+            )
+            if problem:
+                key, value, text = problem
+                return key, value, text + ("" if budget == "full" else f" (budget {budget})")
     except Exception as exc:  # SB3 raises many kinds; all mean "this entry cannot train here"
         text = " ".join(str(exc).split()) or type(exc).__name__
         if isinstance(exc, MemoryError) or "alloc" in text.lower():
@@ -253,9 +318,27 @@ class SB3Policy:
         return np.asarray(actions).reshape(*lead, *np.asarray(actions).shape[1:])
 
 
-def load_policy(name: str, algorithm: str, model_path: Path, norm_path: Path | None) -> SB3Policy:
-    """Load a model the caller has already verified against the run manifest."""
+def load_policy(
+    name: str,
+    entry: Any,
+    make_vec_env: Callable[[int, int], Any],
+    weights_path: Path,
+    norm_path: Path | None,
+    wrap: Callable[[Any], Any] | None = None,
+) -> Any:
+    """Rebuild ``entry``'s model on one env of ``make_vec_env`` and load its weights file into it.
+
+    Nothing in the files is executed: the weights are tensors, the statistics JSON (see
+    :mod:`~fieldrl.policies.weights`). ``wrap`` turns the loaded SB3 policy into the policy that
+    is evaluated (a residual policy adds the heuristic's action).
+    """
     torch.set_num_threads(1)
-    model = ALGORITHMS[algorithm].load(str(model_path), device="cpu")
+    venv = make_vec_env(1, 0)
+    try:
+        model = build_model(entry, venv, seed=0)
+    finally:
+        venv.close()
+    weights.load_into(model, weights.read_weights(weights_path), str(weights_path))
     norm = json.loads(norm_path.read_text()) if norm_path is not None else None
-    return SB3Policy(name, model, norm)
+    policy = SB3Policy(name, model, norm)
+    return wrap(policy) if wrap is not None else policy

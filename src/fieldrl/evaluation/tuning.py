@@ -1,0 +1,476 @@
+"""``fieldrl tune``: an equal-effort hyperparameter study for every learned entry of a scenario.
+
+Each learned entry gets its own Optuna study (TPE sampler, median pruner) with the same number
+of trials, so a comparison between algorithms compares algorithms, not tuning effort. A trial
+trains the entry with one sampled configuration (:mod:`~fieldrl.policies.search_spaces`) and
+scores it on the scenario's **validation seeds**, never on held-out ones: its value is the best
+validation score of its checkpoints (the one validation-gated selection would keep), reported
+to the study after every evaluation so the pruner can stop hopeless trials early.
+
+Studies live in Optuna's SQLite storage inside the tuning folder. A study killed outright (even
+``kill -9``) resumes with ``fieldrl tune --resume DIR``: trials that were running are marked
+failed and their configurations queued again, so every entry still gets its full count of
+finished trials. Trials fan out in waves of ``--jobs`` over the same backends as runs (local
+processes or Ray); a worker reports to the study through the same storage.
+
+The result of each study is a small YAML file (``tuned/<policy>.yaml``) that a scenario entry
+references with ``tuned:``; the run's report names the study it came from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fieldrl.errors import FieldrlError
+from fieldrl.evaluation import runner
+from fieldrl.evaluation.store import atomic_write_bytes
+from fieldrl.progress import JobProgress
+from fieldrl.scenario import LearnedEntry, Scenario, load_scenario, parse_scenario
+
+DB_FILE = "study.db"
+SETTINGS_FILE = "tuning.json"
+SCENARIO_FILE = "scenario.yaml"
+#: keys a user may keep at the scenario's value, and the sampled names they stand for
+KEEP_ALIASES = {
+    "policy_kwargs": ("net_arch", "activation_fn"),
+    "gae_lambda": ("one_minus_gae_lambda",),
+    "action_noise": ("noise_type", "noise_std"),
+}
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """One trial: the configuration the study asked for, trained on one training seed."""
+
+    policy: str
+    study: str
+    trial_id: int
+    number: int
+    hyperparameters: dict[str, Any]
+    n_envs: int
+    train_steps: int
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"tune {self.policy} trial {self.number}"
+
+
+@dataclass
+class TuningResult:
+    folder: Path
+    studies: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _optuna() -> Any:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def storage_url(folder: Path) -> str:
+    return f"sqlite:///{(folder / DB_FILE).resolve()}"
+
+
+def _storage(folder: Path) -> Any:
+    optuna = _optuna()
+    return optuna.storages.RDBStorage(storage_url(folder), engine_kwargs={"connect_args": {"timeout": 120}})
+
+
+def study_name(scenario: Scenario, variant: str, label: str) -> str:
+    return f"{scenario.name}/{variant}/{label}"
+
+
+def _space(entry: LearnedEntry, keep: tuple[str, ...]) -> dict[str, Any]:
+    from fieldrl.policies.search_spaces import search_space
+
+    space = search_space(entry.algorithm, entry.n_envs)
+    dropped = {name for k in keep for name in (k, *KEEP_ALIASES.get(k, ()))}
+    return {k: v for k, v in space.items() if k not in dropped}
+
+
+def _width(scenario: Scenario, variant: str, entry: LearnedEntry) -> int:
+    _, domain, params = runner._context(scenario.model_dump(mode="json"), variant)
+    venv = runner.training_vec_env(scenario, domain, params, entry)(1, 0)
+    try:
+        return int(venv.num_envs)
+    finally:
+        venv.close()
+
+
+def _objective_text(scenario: Scenario, variant: str, train_steps: int) -> str:
+    from fieldrl.domains import get_domain
+
+    domain = get_domain(scenario.domain)
+    kpi = runner.primary_kpi(scenario, domain)
+    seeds = scenario.seeds.validation or []
+    where = "" if variant == "default" else f", setting {variant}"
+    return (
+        f"{'highest' if kpi.higher_is_better else 'lowest'} mean {kpi.label.lower()} on "
+        f"{len(seeds)} validation seed(s) x {scenario.episodes_per_seed} episode(s){where}, best "
+        f"checkpoint of {train_steps:,} training steps"
+    )
+
+
+# ----------------------------------------------------------------------------- the study
+
+
+def tune(
+    scenario_ref: str | Path,
+    trials: int,
+    out: str | Path | None = None,
+    budget: str = "full",
+    backend: Any = None,
+    policies: list[str] | None = None,
+    variant: str | None = None,
+    train_steps: int | None = None,
+    keep: tuple[str, ...] = (),
+    seed: int = 0,
+    show_progress: bool = True,
+) -> TuningResult:
+    """Create a tuning folder and run ``trials`` trials for each selected learned entry."""
+    if trials < 1:
+        raise FieldrlError(f"--trials = {trials}: allowed: an integer >= 1")
+    scenario = load_scenario(scenario_ref).with_budget(budget)
+    if not scenario.seeds.validation:
+        raise FieldrlError(
+            f"{scenario_ref}: seeds.validation is missing; tuning scores trials on validation seeds, "
+            "never on held-out ones: add e.g. `validation: {start: 5000, count: 20}` under seeds"
+        )
+    labels = [e.label for e in scenario.policies.learned]
+    chosen = policies or labels
+    for label in chosen:
+        if label not in labels:
+            raise FieldrlError(
+                f"--policy = {label!r}: allowed: {', '.join(labels) or 'none (no learned entry)'}"
+            )
+    variant = variant or scenario.variant_names[0]
+    if variant not in scenario.variant_names:
+        raise FieldrlError(f"--variant = {variant!r}: allowed: {', '.join(scenario.variant_names)}")
+    if train_steps is not None and train_steps < 1:
+        raise FieldrlError(f"--train-steps = {train_steps}: allowed: an integer >= 1")
+    if out is None:
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = Path("tuning") / f"{scenario.name}-{budget}-{stamp}"
+    folder = Path(out)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise FieldrlError(f"--out = {str(folder)!r}: already exists and is not empty; choose a new folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    snapshot = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    atomic_write_bytes(folder / SCENARIO_FILE, snapshot.encode())
+    settings = {
+        "source": str(scenario_ref),
+        "budget": budget,
+        "created": dt.datetime.now().isoformat(),
+        "trials": trials,
+        "policies": chosen,
+        "variant": variant,
+        "train_steps": train_steps,
+        "keep": list(keep),
+        "seed": seed,
+    }
+    atomic_write_bytes(folder / SETTINGS_FILE, json.dumps(settings, indent=1).encode())
+    return _run_study(folder, backend, show_progress)
+
+
+def resume_tuning(folder: str | Path, backend: Any = None, show_progress: bool = True) -> TuningResult:
+    """Finish an interrupted study: trials that were running are retried, finished ones kept."""
+    path = Path(folder)
+    if not (path / SETTINGS_FILE).is_file() or not (path / SCENARIO_FILE).is_file():
+        raise FieldrlError(f"--resume = {str(folder)!r}: not a fieldrl tuning folder (no {SETTINGS_FILE})")
+    return _run_study(path, backend, show_progress)
+
+
+def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
+    from fieldrl.api import Backend
+
+    optuna = _optuna()
+    backend = backend if backend is not None else Backend()
+    settings = json.loads((folder / SETTINGS_FILE).read_text("utf-8"))
+    scenario = parse_scenario((folder / SCENARIO_FILE).read_text("utf-8"), str(folder / SCENARIO_FILE))
+    variant, trials = settings["variant"], int(settings["trials"])
+    storage = _storage(folder)
+    result = TuningResult(folder)
+    data = scenario.model_dump(mode="json")
+    for label in settings["policies"]:
+        entry = runner._entry(scenario, label)
+        assert isinstance(entry, LearnedEntry)
+        steps = int(settings["train_steps"] or entry.train_steps)
+        space = _space(entry, tuple(settings["keep"]))
+        name = study_name(scenario, variant, label)
+        study = optuna.create_study(
+            study_name=name,
+            storage=storage,
+            load_if_exists=True,
+            direction="maximize" if _higher_is_better(scenario) else "minimize",
+            sampler=optuna.samplers.TPESampler(
+                seed=int(settings["seed"]),
+                n_startup_trials=min(10, max(3, trials // 3)),
+                multivariate=True,
+                constant_liar=True,
+            ),
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=steps // 3),
+        )
+        _requeue_interrupted(study)
+        width = _width(scenario, variant, entry)
+        remaining = trials - _finished(study)
+        with JobProgress(f"tuning {label}", max(remaining, 0), enabled=show_progress) as progress:
+            while remaining > 0:
+                wave = [
+                    _ask(study, space, entry, steps, width, scenario, name)
+                    for _ in range(min(backend.jobs, remaining))
+                ]
+                calls = [(data, variant, str(folder), job, storage_url(folder)) for job in wave]
+
+                def told(
+                    index: int, outcome: dict[str, Any], wave: list[TrialJob] = wave, study: Any = study
+                ) -> None:
+                    _tell(study, wave[index], outcome, folder)
+
+                backend.execute(run_trial, calls, progress, told)
+                remaining = trials - _finished(study)
+        result.studies[label] = _write_tuned(folder, scenario, variant, entry, study, space, steps)
+    _write_summary(folder, result)
+    return result
+
+
+def _higher_is_better(scenario: Scenario) -> bool:
+    from fieldrl.domains import get_domain
+
+    return bool(runner.primary_kpi(scenario, get_domain(scenario.domain)).higher_is_better)
+
+
+def _finished(study: Any) -> int:
+    """Trials that count toward the budget: complete, pruned, or failed on their own (not killed)."""
+    from optuna.trial import TrialState
+
+    done = 0
+    for t in study.get_trials(deepcopy=False):
+        own_failure = t.state == TrialState.FAIL and "error" in t.user_attrs
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED) or own_failure:
+            done += 1
+    return done
+
+
+def _requeue_interrupted(study: Any) -> None:
+    """Trials left RUNNING by a killed study: mark them failed and ask for their configuration again."""
+    from optuna.trial import TrialState
+
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
+        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        study.enqueue_trial(t.params, skip_if_exists=False)
+
+
+def _ask(
+    study: Any,
+    space: dict[str, Any],
+    entry: LearnedEntry,
+    steps: int,
+    width: int,
+    scenario: Scenario,
+    name: str,
+) -> TrialJob:
+    from fieldrl.policies.search_spaces import to_hyperparameters
+
+    trial = study.ask(space)
+    hyperparameters, n_envs = to_hyperparameters(entry.algorithm, trial.params, steps, width)
+    trial.set_user_attr("hyperparameters", hyperparameters)
+    trial.set_user_attr("n_envs", n_envs)
+    train_seeds = scenario.seeds.train
+    return TrialJob(
+        policy=entry.label,
+        study=name,
+        trial_id=trial._trial_id,
+        number=trial.number,
+        hyperparameters=hyperparameters,
+        n_envs=n_envs,
+        train_steps=steps,
+        seed=int(train_seeds[trial.number % len(train_seeds)]),
+    )
+
+
+def _tell(study: Any, job: TrialJob, outcome: dict[str, Any], folder: Path) -> None:
+    from optuna.trial import TrialState
+
+    if outcome.get("curve"):
+        rel = f"trials/{runner.slug(job.policy)}/trial-{job.number:04d}.csv"
+        atomic_write_bytes(folder / rel, outcome["curve"].encode())
+    for key in ("num_timesteps", "gradient_updates", "cpu_seconds"):
+        if key in outcome:
+            study._storage.set_trial_user_attr(job.trial_id, key, outcome[key])
+    state = outcome["state"]
+    if state == "complete":
+        study.tell(job.number, outcome["value"])
+    elif state == "pruned":
+        study.tell(job.number, state=TrialState.PRUNED)
+    else:
+        study._storage.set_trial_user_attr(job.trial_id, "error", outcome.get("error", "failed"))
+        study.tell(job.number, state=TrialState.FAIL)
+
+
+# ----------------------------------------------------------------------------- one trial
+
+
+def run_trial(
+    scenario_data: dict[str, Any], variant: str, folder: str, job: TrialJob, url: str, events: Any
+) -> dict[str, Any]:
+    """Train one configuration and score it on the validation seeds (in a worker process).
+
+    Returns ``{"state": "complete"|"pruned"|"failed", "value", "curve", ...}``; intermediate
+    validation scores go to the study's storage as they come, so the pruner can stop the trial.
+    """
+    import dataclasses
+
+    from fieldrl.policies.learned import MODEL_FILE, VALIDATION_FILE, train_model
+    from fieldrl.policies.weights import record_of
+
+    optuna = _optuna()
+    scenario, domain, params = runner._context(scenario_data, variant)
+    base = runner._entry(scenario, job.policy)
+    assert isinstance(base, LearnedEntry)
+    entry = base.model_copy(
+        update={
+            "hyperparameters": {**base.hyperparameters, **job.hyperparameters},
+            "n_envs": job.n_envs,
+            "train_steps": job.train_steps,
+            "validate_every": base.validate_every,
+        }
+    )
+    storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 120}})
+    study = optuna.load_study(study_name=job.study, storage=storage)
+    trial = optuna.trial.Trial(study, job.trial_id)
+    pruned: list[bool] = []
+
+    def observe(steps: int, value: float) -> bool:
+        if not math.isfinite(value):
+            return True
+        trial.report(value, steps)
+        if trial.should_prune():
+            pruned.append(True)
+            return False
+        return True
+
+    validation = runner.validation_for(scenario, domain, params, entry)
+    assert validation is not None
+    validation = dataclasses.replace(validation, observe=observe)
+    events.put(("start", job.key, entry.train_steps))
+    try:
+        with tempfile.TemporaryDirectory(prefix="fieldrl-trial-") as tmp:
+            artifacts = train_model(
+                runner.training_vec_env(scenario, domain, params, entry),
+                entry,
+                job.seed,
+                Path(tmp),
+                report=lambda done: events.put(("update", job.key, done)),
+                demonstrations=runner.demonstrations_for(scenario, domain, params, entry, job.seed),
+                validation=validation,
+                prepare=runner.preparation_for(entry),
+            )
+    except (KeyboardInterrupt, FieldrlError):
+        raise
+    except Exception as exc:  # a configuration that breaks training (NaN losses, ...) is a bad one
+        events.put(("done", job.key, entry.train_steps))
+        return {"state": "failed", "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+    events.put(("done", job.key, entry.train_steps))
+    record = record_of(artifacts[MODEL_FILE])
+    selected = record.get("selected") or {}
+    curve = artifacts.get(VALIDATION_FILE, b"").decode()
+    outcome: dict[str, Any] = {
+        "curve": curve,
+        "num_timesteps": record.get("num_timesteps"),
+        "gradient_updates": record.get("gradient_updates"),
+    }
+    value = selected.get("value")
+    if pruned:
+        return {**outcome, "state": "pruned"}
+    if value is None or not math.isfinite(float(value)):
+        return {**outcome, "state": "failed", "error": "no finite validation score"}
+    return {**outcome, "state": "complete", "value": float(value)}
+
+
+# ----------------------------------------------------------------------------- results
+
+
+def _write_tuned(
+    folder: Path,
+    scenario: Scenario,
+    variant: str,
+    entry: LearnedEntry,
+    study: Any,
+    space: dict[str, Any],
+    steps: int,
+) -> dict[str, Any]:
+    from fieldrl.policies.search_spaces import describe
+
+    finished = _finished(study)
+    try:
+        best = study.best_trial
+    except ValueError:  # no complete trial
+        return {"trials": finished, "best_value": None, "file": None}
+    record = {
+        "study": study.study_name,
+        "trials": finished,
+        "best_trial": best.number,
+        "best_value": float(best.value),
+        "objective": _objective_text(scenario, variant, steps),
+        "search_space": describe(space),
+        "train_steps": steps,
+    }
+    tuned = {
+        "algorithm": entry.algorithm,
+        "policy": entry.label,
+        "n_envs": int(best.user_attrs["n_envs"]),
+        "hyperparameters": best.user_attrs["hyperparameters"],
+        "study": record,
+    }
+    rel = f"tuned/{runner.slug(entry.label)}.yaml"
+    header = (
+        f"# Tuned hyperparameters for {entry.label} ({entry.algorithm}) of scenario {scenario.name},\n"
+        f"# written by `fieldrl tune` ({finished} trials). Reference it from the scenario entry:\n"
+        f"#   tuned: {rel}\n"
+    )
+    text = header + yaml.safe_dump(tuned, sort_keys=False, allow_unicode=True)
+    atomic_write_bytes(folder / rel, text.encode())
+    return {**record, "file": rel}
+
+
+def _write_summary(folder: Path, result: TuningResult) -> None:
+    atomic_write_bytes(folder / "results.json", json.dumps(result.studies, indent=1).encode())
+
+
+def trials_frame(folder: str | Path) -> Any:
+    """Every trial of a tuning folder as a table (policy, number, state, value, hyperparameters)."""
+    import pandas as pd
+
+    optuna = _optuna()
+    path = Path(folder)
+    storage = _storage(path)
+    rows = []
+    for summary in optuna.get_all_study_summaries(storage):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        for t in study.get_trials(deepcopy=False):
+            rows.append(
+                {
+                    "study": summary.study_name,
+                    "number": t.number,
+                    "state": t.state.name,
+                    "value": t.value,
+                    "n_envs": t.user_attrs.get("n_envs"),
+                    "hyperparameters": json.dumps(t.user_attrs.get("hyperparameters")),
+                    "interrupted": bool(t.user_attrs.get("interrupted", False)),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+__all__ = ["TrialJob", "TuningResult", "resume_tuning", "run_trial", "trials_frame", "tune"]

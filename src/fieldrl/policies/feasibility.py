@@ -1,0 +1,99 @@
+"""Can a learned entry learn at all within the steps it is given?
+
+Stable-Baselines3 does not refuse a budget that cannot train: an off-policy learner whose
+``learning_starts`` is at or beyond ``train_steps`` never makes a gradient update, and an
+on-policy learner whose first rollout (``n_steps`` x parallel envs) is longer than
+``train_steps`` trains on more steps than the budget says (SB3 always finishes a rollout).
+Both would then be ranked as "learned policies" in a report. fieldrl refuses them when the
+scenario is validated, for the full budget and for every budget the scenario defines.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any
+
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+
+from fieldrl.policies.registry import ALGORITHMS, build_kwargs
+
+#: (hyperparameter or None, its value, the problem in words)
+Problem = tuple[str | None, Any, str]
+
+
+def _defaults(cls: type) -> dict[str, Any]:
+    return {
+        k: p.default
+        for k, p in inspect.signature(cls.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
+def _train_freq_steps(train_freq: Any) -> int | None:
+    """``train_freq`` in vector steps, or None when it counts episodes (cannot be judged here)."""
+    if isinstance(train_freq, int):
+        return train_freq
+    if isinstance(train_freq, tuple | list) and len(train_freq) == 2 and train_freq[1] == "step":
+        return int(train_freq[0])
+    return None
+
+
+def training_problem(
+    algorithm: str, hyperparameters: dict[str, Any], n_envs: int, width: int, train_steps: int
+) -> Problem | None:
+    """Why this entry cannot learn within ``train_steps``, or None.
+
+    :param algorithm: registry name.
+    :param hyperparameters: the entry's hyperparameters (YAML form).
+    :param n_envs: the entry's parallel environments.
+    :param width: SB3 envs per environment (agent slots in multi-agent domains; 1 otherwise), so
+        a vector step is ``n_envs * width`` environment steps as SB3 counts them.
+    :param train_steps: the training budget in those steps.
+    """
+    cls = ALGORITHMS[algorithm]
+    kwargs = {**_defaults(cls), **build_kwargs(hyperparameters, None)}
+    vec = n_envs * width
+    if issubclass(cls, OnPolicyAlgorithm):
+        rollout = int(kwargs.get("n_steps", 0)) * vec
+        if rollout > train_steps:
+            fits = max(1, train_steps // vec)
+            return (
+                "n_steps",
+                kwargs.get("n_steps"),
+                f"one rollout is n_steps x {vec} parallel envs = {rollout:,} steps, more than train_steps "
+                f"{train_steps:,}: SB3 would train on {rollout:,} steps, not the budget stated; allowed: "
+                f"n_steps <= {fits} at this budget (or more train_steps, or fewer n_envs)",
+            )
+        return None
+    if issubclass(cls, OffPolicyAlgorithm) or "learning_starts" in kwargs:
+        starts = int(kwargs.get("learning_starts", 0))
+        if starts >= train_steps:
+            return (
+                "learning_starts",
+                starts,
+                f"at or beyond train_steps {train_steps:,}: the model would never make a gradient "
+                f"update; allowed: learning_starts < {train_steps:,} at this budget",
+            )
+        if kwargs.get("gradient_steps") == 0:
+            return "gradient_steps", 0, "0 means no gradient update ever; allowed: >= 1, or -1 (one per step)"
+        freq = _train_freq_steps(kwargs.get("train_freq", 1))
+        if freq is not None:
+            chunk = freq * vec
+            if math.ceil(train_steps / chunk) * chunk <= starts:
+                return (
+                    "train_freq",
+                    kwargs.get("train_freq"),
+                    f"with {vec} parallel envs the first update would come after train_steps "
+                    f"{train_steps:,}; allowed: a smaller train_freq or learning_starts",
+                )
+        target = kwargs.get("target_update_interval")
+        if algorithm == "dqn" and isinstance(target, int) and target > train_steps - starts:
+            return (
+                "target_update_interval",
+                target,
+                f"longer than the {train_steps - starts:,} steps left after learning_starts: the target "
+                f"network would never be updated; allowed: <= {train_steps - starts:,} at this budget",
+            )
+    return None

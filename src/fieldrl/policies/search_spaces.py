@@ -1,0 +1,160 @@
+"""Hyperparameter search spaces for ``fieldrl tune``, one per algorithm family.
+
+They start from rl-baselines3-zoo's samplers (``rl_zoo3/hyperparams_opt.py``) with three
+changes for fieldrl's budgets: off-policy learners also tune ``gradient_steps`` apart from
+``train_freq`` and the number of parallel envs (the update-to-data ratio matters more than
+the library here: see DESIGN's chemo SAC measurements), learning rates stay in the range
+that trains within tens of thousands of steps, and every sampled configuration is brought
+within the budget (a rollout no longer than ``train_steps``, ``learning_starts`` well before
+its end), so no trial is wasted on a learner that cannot learn.
+
+A space is declarative (Optuna distributions), so the tuning record and the report can print
+it. ``to_hyperparameters`` turns one sample into the YAML form a scenario uses.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
+
+from fieldrl.policies.registry import ALGORITHMS
+
+ON_POLICY = {"ppo", "maskable-ppo", "recurrent-ppo", "independent-ppo", "vd-maskable-ppo", "a2c", "trpo"}
+ACTOR_CRITIC_OFF_POLICY = {"sac", "tqc", "td3", "ddpg", "lstm-td3"}
+NET_ARCH = {"tiny": [64], "small": [64, 64], "medium": [256, 256], "big": [400, 300]}
+GAMMAS = (0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0)
+
+
+def _cat(*values: Any) -> CategoricalDistribution:
+    return CategoricalDistribution(list(values))
+
+
+def _log(low: float, high: float) -> FloatDistribution:
+    return FloatDistribution(low, high, log=True)
+
+
+def n_envs_choices(n_envs: int) -> tuple[int, ...]:
+    """Around the scenario's own number of parallel envs: a quarter, half, same, double."""
+    return tuple(sorted({max(1, n_envs // 4), max(1, n_envs // 2), n_envs, min(4096, n_envs * 2)}))
+
+
+def search_space(algorithm: str, n_envs: int) -> dict[str, BaseDistribution]:
+    """The distributions tuned for ``algorithm`` (``n_envs`` is the scenario entry's value)."""
+    if algorithm not in ALGORITHMS:
+        raise KeyError(algorithm)
+    space: dict[str, BaseDistribution] = {"n_envs": _cat(*n_envs_choices(n_envs))}
+    if algorithm in ON_POLICY:
+        space |= {
+            "n_steps": _cat(32, 64, 128, 256, 512, 1024, 2048),
+            "gamma": _cat(*GAMMAS),
+            "learning_rate": _log(1e-5, 2e-3),
+            "net_arch": _cat("tiny", "small", "medium"),
+            "activation_fn": _cat("tanh", "relu"),
+        }
+        if algorithm == "trpo":
+            space |= {
+                "batch_size": _cat(32, 64, 128, 256, 512),
+                "gae_lambda": _cat(0.8, 0.9, 0.95, 0.98, 0.99, 1.0),
+                "target_kl": _cat(0.1, 0.05, 0.03, 0.02, 0.01, 0.005),
+                "n_critic_updates": _cat(5, 10, 20, 30),
+            }
+        else:
+            space |= {
+                "one_minus_gae_lambda": _log(1e-4, 0.1),
+                "ent_coef": _log(1e-8, 0.1),
+                "max_grad_norm": FloatDistribution(0.3, 2.0),
+            }
+        if algorithm not in ("a2c", "trpo"):
+            space |= {
+                "batch_size": _cat(32, 64, 128, 256, 512, 1024),
+                "n_epochs": _cat(1, 5, 10, 20),
+                "clip_range": _cat(0.1, 0.2, 0.3, 0.4),
+            }
+        return space
+    space |= {
+        "gamma": _cat(*GAMMAS[:-1]),
+        "learning_rate": _log(1e-5, 1e-2),
+        "batch_size": _cat(32, 64, 128, 256, 512),
+        "buffer_size": _cat(10_000, 100_000, 1_000_000),
+        "learning_starts": _cat(0, 500, 1000, 2000, 5000),
+        "train_freq": _cat(1, 2, 4, 8),
+        "gradient_steps": _cat(1, 2, 4, 8, 16),
+        "net_arch": _cat("tiny", "small", "medium", "big"),
+    }
+    if algorithm in ("td3", "ddpg", "lstm-td3"):
+        space |= {
+            "noise_type": _cat("normal", "ornstein-uhlenbeck"),
+            "noise_std": FloatDistribution(0.05, 0.5),
+        }
+    if algorithm in ("sac", "tqc", "td3", "ddpg", "lstm-td3"):
+        space["tau"] = _cat(0.005, 0.01, 0.02, 0.05)
+    if algorithm == "dqn":
+        space |= {
+            "exploration_fraction": FloatDistribution(0.05, 0.5),
+            "exploration_final_eps": FloatDistribution(0.0, 0.2),
+            "target_update_interval": _cat(1, 100, 1000, 5000, 10_000),
+            "net_arch": _cat("tiny", "small", "medium"),
+        }
+        space.pop("tau", None)
+    return space
+
+
+def describe(space: dict[str, BaseDistribution]) -> dict[str, str]:
+    """Each parameter's range in words (for the tuning record and the report)."""
+    out = {}
+    for name, dist in space.items():
+        if isinstance(dist, CategoricalDistribution):
+            out[name] = "one of " + ", ".join(str(c) for c in dist.choices)
+        elif isinstance(dist, FloatDistribution):
+            scale = "log-uniform" if dist.log else "uniform"
+            out[name] = f"{scale} in [{dist.low:g}, {dist.high:g}]"
+        else:  # pragma: no cover - only the two kinds above are used
+            out[name] = repr(dist)
+    return out
+
+
+def to_hyperparameters(
+    algorithm: str, sample: dict[str, Any], train_steps: int, width: int
+) -> tuple[dict[str, Any], int]:
+    """``(hyperparameters in YAML form, n_envs)`` for one sample, brought within the budget.
+
+    :param width: SB3 envs per environment (agent slots in multi-agent domains; 1 otherwise).
+    """
+    params = dict(sample)
+    n_envs = int(params.pop("n_envs"))
+    hp: dict[str, Any] = {}
+    arch = params.pop("net_arch", None)
+    activation = params.pop("activation_fn", None)
+    policy_kwargs: dict[str, Any] = {}
+    if arch is not None:
+        layers = NET_ARCH[arch]
+        if algorithm in ON_POLICY:
+            policy_kwargs["net_arch"] = {"pi": layers, "vf": layers}
+        else:
+            policy_kwargs["net_arch"] = layers
+    if activation is not None:
+        policy_kwargs["activation_fn"] = activation
+    if policy_kwargs:
+        hp["policy_kwargs"] = policy_kwargs
+    if "one_minus_gae_lambda" in params:
+        hp["gae_lambda"] = round(1.0 - params.pop("one_minus_gae_lambda"), 6)
+    noise_type, noise_std = params.pop("noise_type", None), params.pop("noise_std", None)
+    if noise_type is not None:
+        hp["action_noise"] = {"type": noise_type, "sigma": round(float(noise_std), 4)}
+    for key, value in params.items():
+        hp[key] = round(value, 8) if isinstance(value, float) else value
+    vec = n_envs * width
+    if algorithm in ON_POLICY:
+        fits = max(1, train_steps // vec)
+        if hp["n_steps"] > fits:  # a rollout longer than the budget: shorten it to fit
+            hp["n_steps"] = max(2, 2 ** int(math.log2(fits))) if fits >= 2 else fits
+        if "batch_size" in hp:
+            hp["batch_size"] = max(2, min(hp["batch_size"], hp["n_steps"] * vec))
+    else:
+        hp["learning_starts"] = min(hp["learning_starts"], train_steps // 4)
+        if algorithm == "dqn":
+            room = max(1, (train_steps - hp["learning_starts"]) // 2)
+            hp["target_update_interval"] = min(hp["target_update_interval"], room)
+    return hp, n_envs

@@ -1,0 +1,146 @@
+"""``fieldrl tune``: equal trials per learned entry, scored on validation seeds only, resumable."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fieldrl.cli import app
+from fieldrl.errors import ScenarioError
+from fieldrl.evaluation import runner, tuning
+from fieldrl.evaluation.runner import episode_seed
+from fieldrl.scenario import load_scenario
+
+cli = CliRunner()
+
+
+def _tunable(data: dict) -> dict:
+    data["seeds"]["validation"] = {"start": 50, "count": 3}
+    data["policies"]["learned"].append(
+        {
+            "algorithm": "sac",
+            "name": "SAC",
+            "train_steps": 240,
+            "n_envs": 1,
+            "hyperparameters": {"learning_starts": 60, "batch_size": 32},
+        }
+    )
+    data["policies"]["learned"][0]["train_steps"] = 512
+    return data
+
+
+def test_every_entry_gets_the_same_trials_scored_on_validation_seeds_only(
+    scenario_data, write_scenario, tmp_path, monkeypatch
+):
+    seen: list[int] = []
+    real = runner.run_episodes
+
+    def spy(domain, params, policy, seeds, *args, **kwargs):
+        seen.extend(int(s) for s in seeds)
+        return real(domain, params, policy, seeds, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_episodes", spy)
+    file = write_scenario(_tunable(scenario_data))
+    result = tuning.tune(file, trials=3, out=tmp_path / "t", show_progress=False, keep=("net_arch",))
+    assert set(result.studies) == {"PPO", "SAC"}
+    assert all(study["trials"] == 3 for study in result.studies.values())
+    validation = {episode_seed(s, 0) for s in (50, 51, 52)}
+    assert seen and set(seen) <= validation  # never a held-out (100-105) or training seed
+    tuned = yaml.safe_load((tmp_path / "t" / result.studies["SAC"]["file"]).read_text())
+    assert tuned["algorithm"] == "sac" and tuned["study"]["trials"] == 3
+    assert "net_arch" not in tuned["study"]["search_space"]  # kept at the scenario's value
+    assert "gradient_steps" in tuned["study"]["search_space"]
+    assert tuned["study"]["best_value"] == max(
+        t["value"]
+        for t in tuning.trials_frame(tmp_path / "t").to_dict("records")
+        if t["study"].endswith("SAC")
+    )
+    # the scenario refers to the tuned file; its values and provenance come with it
+    data = yaml.safe_load(file.read_text())
+    data["policies"]["learned"][1]["tuned"] = str(tmp_path / "t" / result.studies["SAC"]["file"])
+    scenario = load_scenario(write_scenario(data, "uses-tuned.yaml"))
+    sac = scenario.policies.learned[1]
+    assert sac.n_envs == tuned["n_envs"] and sac.tuned is None
+    assert sac.hyperparameters["gradient_steps"] == tuned["hyperparameters"]["gradient_steps"]
+    assert sac.tuning.trials == 3 and sac.tuning.best_value == pytest.approx(tuned["study"]["best_value"])
+
+
+def test_a_tuned_file_for_another_algorithm_or_missing_is_refused(scenario_data, write_scenario, tmp_path):
+    tuned = {"algorithm": "sac", "hyperparameters": {}, "study": {"study": "x", "trials": 1}}
+    (tmp_path / "sac.yaml").write_text(yaml.safe_dump(tuned))
+    scenario_data["policies"]["learned"][0]["tuned"] = "sac.yaml"
+    with pytest.raises(ScenarioError, match="tuned for algorithm sac, but this entry is ppo"):
+        load_scenario(write_scenario(scenario_data))
+    scenario_data["policies"]["learned"][0]["tuned"] = "nowhere.yaml"
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write_scenario(scenario_data))
+    assert "policies.learned[0].tuned = 'nowhere.yaml'" in str(info.value) and "no such file" in str(
+        info.value
+    )
+
+
+def test_tuning_without_validation_seeds_is_refused_with_one_line(scenario_data, write_scenario, tmp_path):
+    out = tmp_path / "never"
+    result = cli.invoke(app, ["tune", str(write_scenario(scenario_data)), "--trials", "2", "--out", str(out)])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 2 and "seeds.validation is missing" in flat, flat
+    assert "Traceback" not in flat and not out.exists()
+
+
+def _finished_trials(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db) as con:
+            return con.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+@pytest.mark.slow
+def test_a_study_killed_with_sigkill_resumes_and_finishes_its_trials(scenario_data, write_scenario, tmp_path):
+    data = _tunable(scenario_data)
+    data["policies"]["learned"] = data["policies"]["learned"][:1]
+    data["policies"]["learned"][0]["train_steps"] = 4096
+    file = write_scenario(data)
+    out = tmp_path / "study"
+    cmd = [
+        sys.executable,
+        "-m",
+        "fieldrl.cli",
+        "tune",
+        str(file),
+        "--trials",
+        "4",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while _finished_trials(out / tuning.DB_FILE) < 1 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the study ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    resumed = cli.invoke(app, ["tune", "--resume", str(out), "--quiet"])
+    assert resumed.exit_code == 0, resumed.output
+    frame = tuning.trials_frame(out)
+    finished = frame[frame["state"].isin(["COMPLETE", "PRUNED"])]
+    assert len(finished) == 4
+    killed = frame[frame["interrupted"]]
+    assert len(killed) <= 1
+    for _, row in killed.iterrows():  # the interrupted configuration was tried again
+        assert (finished["hyperparameters"] == row["hyperparameters"]).any()
+    settings = json.loads((out / tuning.SETTINGS_FILE).read_text())
+    assert settings["trials"] == 4
