@@ -168,10 +168,14 @@ def evaluate(
     todo = [job for job in every if runner.partial_results(job)[0] not in recorded]
     data = scenario.model_dump(mode="json")
 
-    def finished(index: int, output: tuple[pd.DataFrame, pd.DataFrame | None, list[Any]]) -> None:
+    def finished(index: int, output: tuple[pd.DataFrame, pd.DataFrame | None, list[Any], Any]) -> None:
         results_rel, trace_rel, failures_rel = runner.partial_results(todo[index])
-        frame, trace, failures = output
+        frame, trace, failures, validation = output
         written = [results_rel]
+        if validation is not None:
+            validation_rel = runner.partial_validation(todo[index])
+            folder.write_json(validation_rel, {"value": validation}, record=False)
+            written.append(validation_rel)
         folder.write_parquet(results_rel, frame, record=False)
         if trace is not None:
             folder.write_parquet(trace_rel, trace, record=False)
@@ -192,6 +196,7 @@ def evaluate(
             )
     hashes = folder.hashes()
     frames, traces, failures = [], [], []
+    validation: dict[str, dict[str, float]] = {}
     for job in every:
         results_rel, trace_rel, failures_rel = runner.partial_results(job)
         frames.append(pd.read_parquet(folder.verified_path(results_rel, hashes[results_rel])))
@@ -199,12 +204,17 @@ def evaluate(
             traces.append(pd.read_parquet(folder.verified_path(trace_rel, hashes[trace_rel])))
         if failures_rel in hashes:
             failures += json.loads(folder.verified_path(failures_rel, hashes[failures_rel]).read_text())
+        validation_rel = runner.partial_validation(job)
+        if validation_rel in hashes:
+            score = json.loads(folder.verified_path(validation_rel, hashes[validation_rel]).read_text())
+            validation.setdefault(job.variant, {})[job.policy] = score["value"]
     results = pd.concat(frames, ignore_index=True)
     results = results.sort_values(
         ["variant", "policy", "train_seed", "eval_seed", "episode", "metric"], kind="stable"
     ).reset_index(drop=True)
     summary = summarize(results, scenario, domain, meta.get("budget", "full"))
     summary["failed_episodes"] = failures
+    summary["validation"] = {"heuristics": validation, "learned": _training_records(folder, scenario)}
     written = ["results.parquet", "summary.json"]
     folder.write_parquet("results.parquet", results, record=False)
     if traces:
@@ -214,6 +224,24 @@ def evaluate(
     folder.record(*written)
     _forget_partials(folder)
     return results
+
+
+def _training_records(folder: RunFolder, scenario: Scenario) -> dict[str, Any]:
+    """What each trained model's weights file says about its training (steps, updates, selection).
+
+    Read from the files themselves (their safetensors header), not from the scenario's stated budget.
+    """
+    from fieldrl.policies.learned import MODEL_FILE
+    from fieldrl.policies.weights import read_record
+
+    hashes = folder.hashes()
+    records: dict[str, Any] = {}
+    for job in runner.train_jobs(scenario):
+        rel = f"{runner.model_dir(job.variant, job.policy, job.seed)}/{MODEL_FILE}"
+        if rel in hashes:
+            record = read_record(folder.verified_path(rel, hashes[rel]))
+            records.setdefault(job.variant, {}).setdefault(job.policy, {})[str(job.seed)] = record
+    return records
 
 
 def _forget_partials(folder: RunFolder) -> None:

@@ -64,6 +64,11 @@ def partial_results(job: EvalJob) -> tuple[str, str, str]:
     return f"{stem}.results.parquet", f"{stem}.trace.parquet", f"{stem}.failures.json"
 
 
+def partial_validation(job: EvalJob) -> str:
+    """Where a heuristic's score on the validation seeds waits until it is merged into the summary."""
+    return f"partial/{slug(job.variant)}/{slug(job.policy)}/seed-{job.train_seed}.validation.json"
+
+
 # ----------------------------------------------------------------------------- episodes
 
 
@@ -469,10 +474,11 @@ def run_eval_job(
     hashes: dict[str, str],
     trust: bool,
     events: Any,
-) -> tuple[pd.DataFrame, pd.DataFrame | None, list[dict[str, Any]]]:
+) -> tuple[pd.DataFrame, pd.DataFrame | None, list[dict[str, Any]], float | None]:
     """Evaluate one (variant, policy, train seed) on every held-out episode.
 
-    Returns the tidy results, one trace, and the episodes that failed (simulator errors) with why.
+    Returns the tidy results, one trace, the episodes that failed (simulator errors) with why, and
+    for a heuristic its mean primary KPI on the validation seeds (None otherwise).
 
     :param trust: load model files without checking them against the manifest.
     """
@@ -480,7 +486,8 @@ def run_eval_job(
 
     torch.set_num_threads(1)
     scenario, domain, params = _context(scenario_data, job.variant)
-    policy = build_policy(scenario, domain, params, job, run_dir, hashes, trust)
+    context = (scenario, domain, params, job, run_dir, hashes, trust)
+    policy = build_policy(*context)
     plan = [
         (s, e, episode_seed(s, e)) for s in scenario.seeds.eval for e in range(scenario.episodes_per_seed)
     ]
@@ -514,6 +521,9 @@ def run_eval_job(
         )
     if trace is not None:
         trace = trace.assign(variant=job.variant, policy=job.policy, train_seed=job.train_seed)
+    validation = None
+    if kind == "heuristic" and scenario.seeds.validation:  # the level learned policies are selected against
+        validation = validation_score(scenario, domain, params, build_policy(*context))
     events.put(("done", job.key, len(plan)))
     results = pd.concat(frames, ignore_index=True)[RESULT_COLUMNS]
     if failed:  # failed episodes have no KPI rows; failures.json says why
@@ -531,4 +541,4 @@ def run_eval_job(
         }
         for i, reason in failed
     ]
-    return results, trace, failures
+    return results, trace, failures, validation

@@ -2,11 +2,12 @@
 
 They start from rl-baselines3-zoo's samplers (``rl_zoo3/hyperparams_opt.py``) with three
 changes for fieldrl's budgets: off-policy learners also tune ``gradient_steps`` apart from
-``train_freq`` and the number of parallel envs (the update-to-data ratio matters more than
-the library here: see DESIGN's chemo SAC measurements), learning rates stay in the range
-that trains within tens of thousands of steps, and every sampled configuration is brought
-within the budget (a rollout no longer than ``train_steps``, ``learning_starts`` well before
-its end), so no trial is wasted on a learner that cannot learn.
+``train_freq`` (up to one gradient step per environment step collected) and the number of
+parallel envs (the update-to-data ratio matters more than the library here: see DESIGN's
+chemo SAC measurements); learning rates stay in the range that trains within tens of
+thousands of steps; and every sampled configuration is brought within the budget (a rollout
+no longer than ``train_steps``, ``learning_starts`` well before its end), so no trial is wasted
+on a learner that cannot learn.
 
 A space is declarative (Optuna distributions), so the tuning record and the report can print
 it. ``to_hyperparameters`` turns one sample into the YAML form a scenario uses.
@@ -154,6 +155,8 @@ def to_hyperparameters(
             hp["batch_size"] = max(2, min(hp["batch_size"], hp["n_steps"] * vec))
     else:
         hp["learning_starts"] = min(hp["learning_starts"], train_steps // 4)
+        # at most one gradient step per environment step collected (update-to-data ratio <= 1)
+        hp["gradient_steps"] = min(hp["gradient_steps"], hp["train_freq"] * vec)
         if algorithm == "dqn":
             room = max(1, (train_steps - hp["learning_starts"]) // 2)
             hp["target_update_interval"] = min(hp["target_update_interval"], room)

@@ -145,9 +145,13 @@ class ValidationSelector(BaseCallback):
         if self._last is None:  # a fresh start: the untrained (or warm-started) model is a candidate
             self.evaluate()
 
-    def _on_step(self) -> bool:
+    def _on_rollout_start(self) -> None:
+        # Weights change only between rollouts (SB3 trains after collecting), so that is when a
+        # new checkpoint exists; evaluating inside a rollout would score the same weights again.
         if self._last is None or self.num_timesteps - self._last >= self.validation.every:
             self.evaluate()
+
+    def _on_step(self) -> bool:
         return not self.stopped
 
     def _on_training_end(self) -> None:

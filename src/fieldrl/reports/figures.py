@@ -117,6 +117,39 @@ def learning_curves(curves: pd.DataFrame, colors: dict[str, str], bins: int = 30
     return png_bytes(fig)
 
 
+def validation_curves(
+    curves: pd.DataFrame, heuristic: tuple[str, float] | None, kpi_label: str, colors: dict[str, str]
+) -> bytes | None:
+    """Validation score against training steps and training CPU seconds (time-to-quality).
+
+    One line per learned policy and training seed; a marker where the kept checkpoint is; the
+    best heuristic's score on the same validation seeds as a dashed line.
+    """
+    if curves.empty:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.0), sharey=True)
+    for (policy, seed), frame in curves.groupby(["policy", "seed"], sort=False):
+        color = colors.get(policy)
+        first = seed == curves.loc[curves["policy"] == policy, "seed"].iloc[0]
+        for ax, x in zip(axes, ("timesteps", "cpu_seconds"), strict=True):
+            ax.plot(frame[x], frame["value"], color=color, lw=1, alpha=0.8, label=policy if first else None)
+            kept = frame[frame["best"] == 1]
+            ax.plot(kept[x], kept["value"], "o", color=color, ms=4)
+    for ax in axes:
+        if heuristic is not None and _finite(heuristic[1]):
+            ax.axhline(
+                heuristic[1], color=HEURISTIC_COLOR, ls="--", lw=1.2, label=f"{heuristic[0]} (best rule)"
+            )
+        ax.grid(alpha=0.3)
+    axes[0].set_xlabel("environment steps of training")
+    axes[1].set_xlabel("CPU seconds of training")
+    axes[0].set_ylabel(f"{kpi_label}\n(validation seeds)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="upper center", ncol=min(4, len(labels)), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    return png_bytes(fig)
+
+
 def pair_differences(summary: dict[str, Any], index: int) -> bytes:
     """Policy-minus-baseline difference with 95 % CI for every KPI, across variants.
 

@@ -102,6 +102,65 @@ def _learning_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def _validation_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.DataFrame:
+    from fieldrl.evaluation.runner import model_dir
+    from fieldrl.policies.learned import VALIDATION_FILE
+
+    frames = []
+    for entry in scenario.policies.learned:
+        for seed in scenario.seeds.train:
+            path = folder.path / model_dir(variant, entry.label, seed) / VALIDATION_FILE
+            if path.exists():
+                frames.append(pd.read_csv(path).assign(policy=entry.label, seed=seed))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def best_heuristic_on_validation(summary: dict[str, Any], variant: str) -> tuple[str, float] | None:
+    """The best heuristic's mean primary KPI on the validation seeds, if they were scored."""
+    scores = ((summary.get("validation") or {}).get("heuristics") or {}).get(variant) or {}
+    finite = {k: v for k, v in scores.items() if v is not None and math.isfinite(v)}
+    if not finite:
+        return None
+    primary = next(k for k in summary["kpis"] if k["name"] == summary["primary_kpi"])
+    pick = max if primary["higher_is_better"] else min
+    name = pick(finite, key=finite.__getitem__)
+    return name, finite[name]
+
+
+def training_records(summary: dict[str, Any], variant: str, policy: str) -> list[dict[str, Any]]:
+    """What each training seed's weights file says about its training (see ``policies.weights``)."""
+    learned = ((summary.get("validation") or {}).get("learned") or {}).get(variant) or {}
+    return list((learned.get(policy) or {}).values())
+
+
+def untrained_warnings(summary: dict[str, Any], scenario: Scenario) -> list[str]:
+    """One sentence per learned policy whose held-out model made no gradient update."""
+    lines = []
+    for variant in scenario.variant_names:
+        where = "" if variant == "default" else f" ({variant})"
+        for entry in scenario.policies.learned:
+            records = training_records(summary, variant, entry.label)
+            idle = [r for r in records if _kept_updates(r) == 0]
+            if not idle:
+                continue
+            start = "behaviour-cloned warm start" if entry.imitate else "untrained network"
+            if entry.residual:
+                start = f"heuristic {entry.residual.heuristic} with a zero correction"
+            lines.append(
+                f"{entry.label}{where}: {len(idle)} of {len(records)} trained model(s) held out made no "
+                f"gradient update (the {start} scored best on the validation seeds, or training never "
+                f"updated it). Its results are those of the {start}, not of reinforcement learning."
+            )
+    return lines
+
+
+def _kept_updates(record: dict[str, Any]) -> int | None:
+    selected = record.get("selected")
+    if selected:
+        return selected.get("gradient_updates")
+    return record.get("gradient_updates")
+
+
 def best_policies(
     entry: dict[str, Any], kpis: list[dict[str, Any]], stat: str = "mean"
 ) -> dict[str, str | None]:
@@ -239,12 +298,61 @@ def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
             "Ranges in brackets are 95 % bootstrap confidence intervals."
         )
     )
+    story.extend(_effort_block(ctx))
     story.append(Paragraph("Key findings", styles["Heading2"]))
     lines = [line for v in scenario.variant_names for line in variant_findings(ctx.summary, v)]
     story.append(_bullets([ctx.para(line, "Finding") for line in lines + pair_findings(ctx.summary)]))
     if budget in _BUDGET_NOTES:
         story.append(ctx.para(_BUDGET_NOTES[budget], "Small"))
     return story
+
+
+def _effort_block(ctx: ReportContext) -> list[Any]:
+    """Page 1: how much effort each learned policy got, read from the models and the tuning records."""
+    scenario = ctx.scenario
+    if not scenario.policies.learned:
+        return []
+    out: list[Any] = []
+    for line in untrained_warnings(ctx.summary, scenario):
+        out.append(Paragraph(f"<b>Warning:</b> {escape(line)}", ctx.styles["Finding"]))
+    rows = [["Learned policy", "Trained (from the models)", "Kept for the test", "Hyperparameters"]]
+    for entry in scenario.policies.learned:
+        records = [r for v in scenario.variant_names for r in training_records(ctx.summary, v, entry.label)]
+        rows.append([entry.label, _trained_text(records), _kept_text(records), _tuning_text(entry)])
+    out.append(Paragraph("Training effort", ctx.styles["Heading3"]))
+    out.append(_text_table(rows, ctx.styles, [2.6 * cm, 4.4 * cm, 4.6 * cm, PAGE_WIDTH - 11.6 * cm]))
+    return out
+
+
+def _span(values: list[float], fmt_spec: str = ",.0f") -> str:
+    if not values:
+        return "n/a"
+    low, high = min(values), max(values)
+    return f"{low:{fmt_spec}}" if low == high else f"{low:{fmt_spec}}–{high:{fmt_spec}}"
+
+
+def _trained_text(records: list[dict[str, Any]]) -> str:
+    if not records:
+        return "no model found"
+    steps = _span([r.get("num_timesteps", 0) for r in records])
+    updates = _span([r.get("gradient_updates", 0) for r in records])
+    return f"{steps} env steps, {updates} gradient updates ({len(records)} model(s))"
+
+
+def _kept_text(records: list[dict[str, Any]]) -> str:
+    selected = [r["selected"] for r in records if r.get("selected")]
+    if not selected:
+        return "final weights (no validation seeds)"
+    at = _span([s["timesteps"] for s in selected])
+    return f"best of its validation checkpoints, at {at} steps"
+
+
+def _tuning_text(entry: Any) -> str:
+    if entry.tuning is None:
+        return "as written in the scenario (not tuned)"
+    t = entry.tuning
+    best = "" if t.best_value is None else f", best validation value {fmt(t.best_value)}"
+    return f"tuned: {t.trials} trials of study {t.study}{best}"
 
 
 def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
@@ -275,6 +383,27 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
                     ctx.para(
                         "Training-time returns (exploration on, training cases): they show learning "
                         "progress only; the table above is the held-out evaluation.",
+                        "Small",
+                    ),
+                ]
+            )
+        )
+    curves = _validation_curves(ctx.folder, ctx.scenario, variant)
+    kpi = ctx.domain.kpi(ctx.summary["primary_kpi"])
+    heuristic = best_heuristic_on_validation(ctx.summary, variant)
+    png = figures.validation_curves(curves, heuristic, kpi.label, ctx.colors)
+    if png is not None:
+        story.append(
+            KeepTogether(
+                [
+                    Paragraph(f"Validation curves{suffix}", styles["Heading3"]),
+                    ctx.figure(f"validation-{variant}", png),
+                    ctx.para(
+                        f"{kpi.label} on the validation seeds (cases used neither in training nor in the "
+                        "held-out test) at each evaluation during training, against training steps (left) "
+                        "and training CPU seconds (right: time to quality). Dots: the checkpoint kept for "
+                        "the held-out test (the best on validation). Dashed: the best standard policy on "
+                        "the same validation cases.",
                         "Small",
                     ),
                 ]
@@ -409,16 +538,20 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
         )
     for entry in s.policies.learned:
         hp = ", ".join(f"{k}={v}" for k, v in entry.hyperparameters.items()) or "SB3 defaults"
+        records = [r for v in s.variant_names for r in training_records(ctx.summary, v, entry.label)]
         rows.append(
             [
                 entry.label,
                 "learned",
-                f"{entry.algorithm} {entry.policy}, {entry.train_steps:,} env steps, {entry.n_envs} envs, "
+                f"{entry.algorithm} {entry.policy}, budget {entry.train_steps:,} env steps; trained "
+                f"{_trained_text(records)}; {entry.n_envs} envs, "
                 f"normalise obs={entry.normalize_obs}, reward={entry.normalize_reward}; {hp}"
-                + _imitation_text(entry),
+                + _imitation_text(entry)
+                + _residual_text(entry),
             ]
         )
     out.append(_text_table(rows, styles, [3 * cm, 1.6 * cm, PAGE_WIDTH - 4.6 * cm]))
+    out.extend(_tuning_appendix(ctx))
     out.append(Paragraph("Seeds and budget", styles["Heading3"]))
     out.append(
         ctx.para(
@@ -439,6 +572,68 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
         else {}
     )
     out.append(ctx.para(", ".join(f"{k} {v}" for k, v in versions.items()), "Small"))
+    return out
+
+
+def _residual_text(entry: Any) -> str:
+    if entry.residual is None:
+        return ""
+    r = entry.residual
+    return (
+        f". Residual: the network's action is a correction of at most {r.scale:g} x half the action "
+        f"range added to {r.heuristic}'s action (zero at the start of training)"
+    )
+
+
+def _tuning_appendix(ctx: ReportContext) -> list[Any]:
+    """Each learned entry's tuning study: trials, objective, search space, best validation value."""
+    entries = ctx.scenario.policies.learned
+    if not entries:
+        return []
+    out: list[Any] = [Paragraph("Tuning and model selection", ctx.styles["Heading3"])]
+    seeds = ctx.scenario.seeds.validation
+    out.append(
+        ctx.para(
+            (
+                f"Validation seeds: {_seed_text(seeds)} (disjoint from training and held-out seeds). During "
+                "training each learned policy was scored on them every few thousand steps; the "
+                "checkpoint with the best score is the one tested on the held-out cases."
+            )
+            if seeds
+            else "This scenario has no validation seeds: each learned policy's final weights were tested.",
+            "Small",
+        )
+    )
+    trials = {e.tuning.trials for e in entries if e.tuning is not None}
+    if len(trials) > 1:
+        out.append(
+            ctx.para(
+                "Note: the learned entries were not tuned with the same number of trials "
+                f"({', '.join(map(str, sorted(trials)))}): the comparison between them is not equal-effort.",
+                "Small",
+            )
+        )
+    rows = [["Policy", "Study", "Objective and search space"]]
+    for entry in entries:
+        t = entry.tuning
+        if t is None:
+            rows.append([entry.label, "not tuned", "hyperparameters as written in the scenario"])
+            continue
+        space = "; ".join(f"{k}: {v}" for k, v in t.search_space.items())
+        best = (
+            ""
+            if t.best_value is None
+            else f" Best validation value {fmt(t.best_value)} (trial {t.best_trial})."
+        )
+        rows.append(
+            [
+                entry.label,
+                f"{t.study}: {t.trials} trials (Optuna TPE, median pruning)"
+                + (f", {t.train_steps:,} steps each" if t.train_steps else ""),
+                f"{t.objective}.{best} Searched: {space}",
+            ]
+        )
+    out.append(_text_table(rows, ctx.styles, [2.6 * cm, 4.4 * cm, PAGE_WIDTH - 7.0 * cm]))
     return out
 
 
