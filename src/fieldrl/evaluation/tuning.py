@@ -10,8 +10,9 @@ to the study after every evaluation so the pruner can stop hopeless trials early
 Studies live in Optuna's SQLite storage inside the tuning folder. A study killed outright (even
 ``kill -9``) resumes with ``fieldrl tune --resume DIR``: trials that were running are marked
 failed and their configurations queued again, so every entry still gets its full count of
-finished trials. Trials fan out in waves of ``--jobs`` over the same backends as runs (local
-processes or Ray); a worker reports to the study through the same storage.
+finished trials. With ``--jobs N`` (local processes or Ray tasks) N workers share each study
+through that storage, each asking for a trial, training it and telling the result, as Optuna's
+distributed optimisation does; with one worker the study is deterministic.
 
 The result of each study is a small YAML file (``tuned/<policy>.yaml``) that a scenario entry
 references with ``tuned:``; the run's report names the study it came from.
@@ -190,6 +191,17 @@ def resume_tuning(folder: str | Path, backend: Any = None, show_progress: bool =
     return _run_study(path, backend, show_progress)
 
 
+def _sampler(seed: int, trials: int) -> Any:
+    optuna = _optuna()
+    return optuna.samplers.TPESampler(
+        seed=seed, n_startup_trials=min(10, max(3, trials // 3)), multivariate=True, constant_liar=True
+    )
+
+
+def _pruner(steps: int) -> Any:
+    return _optuna().pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=steps // 3)
+
+
 def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
     from fieldrl.api import Backend
 
@@ -205,39 +217,23 @@ def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
         entry = runner._entry(scenario, label)
         assert isinstance(entry, LearnedEntry)
         steps = int(settings["train_steps"] or entry.train_steps)
-        space = _space(entry, tuple(settings["keep"]))
         name = study_name(scenario, variant, label)
         study = optuna.create_study(
             study_name=name,
             storage=storage,
             load_if_exists=True,
             direction="maximize" if _higher_is_better(scenario) else "minimize",
-            sampler=optuna.samplers.TPESampler(
-                seed=int(settings["seed"]),
-                n_startup_trials=min(10, max(3, trials // 3)),
-                multivariate=True,
-                constant_liar=True,
-            ),
-            pruner=optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=steps // 3),
+            sampler=_sampler(int(settings["seed"]), trials),
+            pruner=_pruner(steps),
         )
         _requeue_interrupted(study)
-        width = _width(scenario, variant, entry)
         remaining = trials - _finished(study)
-        with JobProgress(f"tuning {label}", max(remaining, 0), enabled=show_progress) as progress:
-            while remaining > 0:
-                wave = [
-                    _ask(study, space, entry, steps, width, scenario, name)
-                    for _ in range(min(backend.jobs, remaining))
-                ]
-                calls = [(data, variant, str(folder), job, storage_url(folder)) for job in wave]
-
-                def told(
-                    index: int, outcome: dict[str, Any], wave: list[TrialJob] = wave, study: Any = study
-                ) -> None:
-                    _tell(study, wave[index], outcome, folder)
-
-                backend.execute(run_trial, calls, progress, told)
-                remaining = trials - _finished(study)
+        if remaining > 0:
+            workers = min(backend.jobs, remaining)
+            calls = [(data, variant, str(folder), label, settings, worker) for worker in range(workers)]
+            with JobProgress(f"tuning {label}", remaining, enabled=show_progress) as progress:
+                backend.execute(study_worker, calls, progress, None)
+        space = _space(entry, tuple(settings["keep"]))
         result.studies[label] = _write_tuned(folder, scenario, variant, entry, study, space, steps)
     _write_summary(folder, result)
     return result
@@ -249,16 +245,20 @@ def _higher_is_better(scenario: Scenario) -> bool:
     return bool(runner.primary_kpi(scenario, get_domain(scenario.domain)).higher_is_better)
 
 
-def _finished(study: Any) -> int:
-    """Trials that count toward the budget: complete, pruned, or failed on their own (not killed)."""
+def _counts(t: Any) -> bool:
+    """Whether a trial counts toward the budget: finished on its own, or still running."""
     from optuna.trial import TrialState
 
-    done = 0
-    for t in study.get_trials(deepcopy=False):
-        own_failure = t.state == TrialState.FAIL and "error" in t.user_attrs
-        if t.state in (TrialState.COMPLETE, TrialState.PRUNED) or own_failure:
-            done += 1
-    return done
+    if t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING):
+        return True
+    return t.state == TrialState.FAIL and "error" in t.user_attrs
+
+
+def _finished(study: Any) -> int:
+    """Trials that count toward the budget and are over: complete, pruned, or failed on their own."""
+    from optuna.trial import TrialState
+
+    return sum(1 for t in study.get_trials(deepcopy=False) if _counts(t) and t.state != TrialState.RUNNING)
 
 
 def _requeue_interrupted(study: Any) -> None:
@@ -271,32 +271,67 @@ def _requeue_interrupted(study: Any) -> None:
         study.enqueue_trial(t.params, skip_if_exists=False)
 
 
-def _ask(
-    study: Any,
-    space: dict[str, Any],
-    entry: LearnedEntry,
-    steps: int,
-    width: int,
-    scenario: Scenario,
-    name: str,
-) -> TrialJob:
+def study_worker(
+    scenario_data: dict[str, Any],
+    variant: str,
+    folder: str,
+    label: str,
+    settings: dict[str, Any],
+    worker: int,
+    events: Any,
+) -> int:
+    """Run trials of one study until it has its budget of trials; return how many this worker ran.
+
+    Several workers (processes, or Ray tasks on other machines) share the study through its
+    storage, as Optuna's distributed optimisation does: each asks for a trial, trains it, and
+    tells the result. A trial asked after the budget is filled (two workers asking at once for
+    the last one) is marked ``surplus`` and not run, so every study ends with exactly its count.
+    """
+    from optuna.trial import TrialState
+
     from fieldrl.policies.search_spaces import to_hyperparameters
 
-    trial = study.ask(space)
-    hyperparameters, n_envs = to_hyperparameters(entry.algorithm, trial.params, steps, width)
-    trial.set_user_attr("hyperparameters", hyperparameters)
-    trial.set_user_attr("n_envs", n_envs)
-    train_seeds = scenario.seeds.train
-    return TrialJob(
-        policy=entry.label,
-        study=name,
-        trial_id=trial._trial_id,
-        number=trial.number,
-        hyperparameters=hyperparameters,
-        n_envs=n_envs,
-        train_steps=steps,
-        seed=int(train_seeds[trial.number % len(train_seeds)]),
+    optuna = _optuna()
+    scenario, _, _ = runner._context(scenario_data, variant)
+    entry = runner._entry(scenario, label)
+    assert isinstance(entry, LearnedEntry)
+    trials = int(settings["trials"])
+    steps = int(settings["train_steps"] or entry.train_steps)
+    space = _space(entry, tuple(settings["keep"]))
+    width = _width(scenario, variant, entry)
+    path = Path(folder)
+    study = optuna.load_study(
+        study_name=study_name(scenario, variant, label),
+        storage=_storage(path),
+        sampler=_sampler(int(settings["seed"]) + worker, trials),
+        pruner=_pruner(steps),
     )
+    ran = 0
+    while _finished(study) < trials:
+        trial = study.ask(space)
+        earlier = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number and _counts(t)]
+        if len(earlier) >= trials:  # the budget was filled while this trial was being asked for
+            study._storage.set_trial_user_attr(trial._trial_id, "surplus", True)
+            study.tell(trial, state=TrialState.FAIL)
+            break
+        hyperparameters, n_envs = to_hyperparameters(entry.algorithm, trial.params, steps, width)
+        trial.set_user_attr("hyperparameters", hyperparameters)
+        trial.set_user_attr("n_envs", n_envs)
+        seeds = scenario.seeds.train
+        job = TrialJob(
+            policy=label,
+            study=study.study_name,
+            trial_id=trial._trial_id,
+            number=trial.number,
+            hyperparameters=hyperparameters,
+            n_envs=n_envs,
+            train_steps=steps,
+            seed=int(seeds[trial.number % len(seeds)]),
+        )
+        outcome = run_trial(scenario_data, variant, job, trial, events)
+        _tell(study, job, outcome, path)
+        ran += 1
+    return ran
 
 
 def _tell(study: Any, job: TrialJob, outcome: dict[str, Any], folder: Path) -> None:
@@ -305,7 +340,7 @@ def _tell(study: Any, job: TrialJob, outcome: dict[str, Any], folder: Path) -> N
     if outcome.get("curve"):
         rel = f"trials/{runner.slug(job.policy)}/trial-{job.number:04d}.csv"
         atomic_write_bytes(folder / rel, outcome["curve"].encode())
-    for key in ("num_timesteps", "gradient_updates", "cpu_seconds"):
+    for key in ("num_timesteps", "gradient_updates"):
         if key in outcome:
             study._storage.set_trial_user_attr(job.trial_id, key, outcome[key])
     state = outcome["state"]
@@ -322,19 +357,18 @@ def _tell(study: Any, job: TrialJob, outcome: dict[str, Any], folder: Path) -> N
 
 
 def run_trial(
-    scenario_data: dict[str, Any], variant: str, folder: str, job: TrialJob, url: str, events: Any
+    scenario_data: dict[str, Any], variant: str, job: TrialJob, trial: Any, events: Any
 ) -> dict[str, Any]:
-    """Train one configuration and score it on the validation seeds (in a worker process).
+    """Train one configuration and score it on the validation seeds.
 
-    Returns ``{"state": "complete"|"pruned"|"failed", "value", "curve", ...}``; intermediate
-    validation scores go to the study's storage as they come, so the pruner can stop the trial.
+    Returns ``{"state": "complete"|"pruned"|"failed", "value", "curve", ...}``; every validation
+    score is reported to ``trial`` as it comes, so the study's pruner can stop the trial early.
     """
     import dataclasses
 
     from fieldrl.policies.learned import MODEL_FILE, VALIDATION_FILE, train_model
     from fieldrl.policies.weights import record_of
 
-    optuna = _optuna()
     scenario, domain, params = runner._context(scenario_data, variant)
     base = runner._entry(scenario, job.policy)
     assert isinstance(base, LearnedEntry)
@@ -343,12 +377,8 @@ def run_trial(
             "hyperparameters": {**base.hyperparameters, **job.hyperparameters},
             "n_envs": job.n_envs,
             "train_steps": job.train_steps,
-            "validate_every": base.validate_every,
         }
     )
-    storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 120}})
-    study = optuna.load_study(study_name=job.study, storage=storage)
-    trial = optuna.trial.Trial(study, job.trial_id)
     pruned: list[bool] = []
 
     def observe(steps: int, value: float) -> bool:
@@ -384,9 +414,8 @@ def run_trial(
     events.put(("done", job.key, entry.train_steps))
     record = record_of(artifacts[MODEL_FILE])
     selected = record.get("selected") or {}
-    curve = artifacts.get(VALIDATION_FILE, b"").decode()
     outcome: dict[str, Any] = {
-        "curve": curve,
+        "curve": artifacts.get(VALIDATION_FILE, b"").decode(),
         "num_timesteps": record.get("num_timesteps"),
         "gradient_updates": record.get("gradient_updates"),
     }
@@ -473,4 +502,4 @@ def trials_frame(folder: str | Path) -> Any:
     return pd.DataFrame(rows)
 
 
-__all__ = ["TrialJob", "TuningResult", "resume_tuning", "run_trial", "trials_frame", "tune"]
+__all__ = ["TrialJob", "TuningResult", "resume_tuning", "run_trial", "study_worker", "trials_frame", "tune"]
