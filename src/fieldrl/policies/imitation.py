@@ -374,13 +374,14 @@ def _batches(n: int, batch_size: int, epochs: int, gen: torch.Generator) -> Iter
 
 
 def _demo_actions(space: spaces.Space, actions: np.ndarray) -> np.ndarray:
-    """Actions shaped as the policy's distribution takes them."""
+    """Actions shaped as the policy's distribution takes them (Box actions clipped to the bounds)."""
     if isinstance(space, spaces.Discrete):
         return np.asarray(actions, dtype=np.int64).reshape(len(actions))
     if isinstance(space, spaces.MultiDiscrete | spaces.MultiBinary):
         return np.asarray(actions, dtype=np.int64).reshape(len(actions), -1)
-    if isinstance(space, spaces.Box):
-        return np.asarray(actions, dtype=np.float32).reshape(len(actions), *space.shape)
+    if isinstance(space, spaces.Box):  # the env executes the clipped action: that is what was demonstrated
+        box = np.asarray(actions, dtype=np.float32).reshape(len(actions), *space.shape)
+        return np.clip(box, space.low, space.high)
     raise ValueError(f"behaviour cloning does not support action space {space}")
 
 
