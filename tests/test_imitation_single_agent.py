@@ -148,6 +148,16 @@ def test_cloning_makes_the_deterministic_dose_the_rules_on_unseen_patients(name)
     assert venv.obs_rms.count > len(demos.all_obs) and venv.ret_rms.count > len(demos)
 
 
+def test_on_policy_cloning_keeps_the_exploration_noise_unless_asked():
+    demos = _chemo_demos([1, 2])
+    venv = CHEMO.make_train_vec_env(CHEMO_PARAMS, 1, 0)
+    kept, fitted = (sb3.PPO("MlpPolicy", venv, seed=0, device="cpu") for _ in range(2))
+    clone(kept, venv, demos, epochs=10, batch_size=32)
+    clone(fitted, venv, demos, epochs=10, batch_size=32, fit_log_std=True)
+    assert kept.policy.log_std.item() == 0.0  # PPO's initial std of 1 is left for RL to explore with
+    assert fitted.policy.log_std.item() < -0.05  # maximum likelihood narrows it towards the cloning error
+
+
 def test_off_policy_replay_buffer_starts_with_the_demonstrations():
     demos = _chemo_demos([4, 5])
     venv = CHEMO.make_train_vec_env(CHEMO_PARAMS, 4, 0)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import stable_baselines3 as sb3
 import torch
-from sb3_contrib import TQC, TRPO, MaskablePPO
+from sb3_contrib import TQC, TRPO, MaskablePPO, RecurrentPPO
 from stable_baselines3.common.vec_env import VecNormalize
 
 from fieldrl.domains.chemo import DOMAIN as CHEMO
@@ -20,6 +20,7 @@ from fieldrl.domains.wealth import DOMAIN as WEALTH
 from fieldrl.domains.wealth.params import WealthParams
 from fieldrl.evaluation.runner import run_episodes
 from fieldrl.policies.learned import SB3Policy
+from fieldrl.policies.lstm_td3 import LSTMTD3
 from fieldrl.policies.residual import ResidualPolicy, ResidualVecEnv, zero_correction
 
 #: 30-step episodes: a 100-step run crosses episode ends, where stateful rules must restart (the
@@ -127,18 +128,21 @@ def test_residual_policy_forwards_reset_and_bind_to_both_parts():
     assert policy.act(np.zeros((2, 3)), np.ones(2, bool)).dtype == np.float32
 
 
-@pytest.mark.parametrize("algo", [sb3.PPO, sb3.A2C, TRPO, sb3.SAC, TQC, sb3.TD3, sb3.DDPG])
+@pytest.mark.parametrize(
+    "algo", [sb3.PPO, sb3.A2C, TRPO, RecurrentPPO, sb3.SAC, TQC, sb3.TD3, sb3.DDPG, LSTMTD3]
+)
 def test_zero_correction_zeroes_every_algorithms_deterministic_action(algo):
     env = ResidualVecEnv(MEMORY.make_train_vec_env(MemoryParams(), 1, 0), _heuristic("constant", MEMORY), 1.0)
-    kwargs = {"buffer_size": 10} if algo in (sb3.SAC, TQC, sb3.TD3, sb3.DDPG) else {}
-    model = algo("MlpPolicy", env, seed=0, device="cpu", **kwargs)
+    kwargs = {"buffer_size": 10} if algo in (sb3.SAC, TQC, sb3.TD3, sb3.DDPG, LSTMTD3) else {}
+    policy = {RecurrentPPO: "MlpLstmPolicy", LSTMTD3: "MlpLstmPolicy"}.get(algo, "MlpPolicy")
+    model = algo(policy, env, seed=0, device="cpu", **kwargs)
     obs = np.random.default_rng(0).uniform(-3, 3, size=(64, 2)).astype(np.float32)
     assert np.abs(model.predict(obs, deterministic=True)[0]).max() > 1e-3
     zero_correction(model)
     np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], 0.0)
-    if hasattr(model.policy, "actor_target"):
-        with torch.no_grad():
-            assert (model.policy.actor_target(torch.as_tensor(obs)) == 0).all()
+    if hasattr(model.policy, "actor_target"):  # target actions are zero too
+        target = model.policy.actor_target.state_dict()
+        assert all(torch.equal(v, target[k]) for k, v in model.policy.actor.state_dict().items())
 
 
 def test_sac_trains_on_the_residual_wrapper_and_leaves_zero():
