@@ -106,7 +106,7 @@ RAIL = {
             "oracle",
             ["policies.learned[0].imitate.heuristic", "'oracle'", "reroute"],
         ),
-        (("algorithm",), "a2c", ["policies.learned[0].imitate", "'a2c'", "ppo, maskable-ppo"]),
+        (("algorithm",), "dqn", ["policies.learned[0].imitate", "'dqn'", "ppo, maskable-ppo"]),
         (("imitate", "epochs"), 0, ["policies.learned[0].imitate.epochs", "greater than or equal to 1"]),
     ],
 )

@@ -1,40 +1,71 @@
 """Warm-start a learned policy by imitating one of the scenario's heuristics (behaviour cloning).
 
-Why: on crowded rail networks (50-80 trains) PPO from scratch at fieldrl's budgets learns to
-stop trains rather than to avoid deadlocks; practitioners of such problems (the Flatland
-challenge's top RL entries, for one) start from demonstrations of a good planner and let RL
-improve on them. SB3 has no behaviour cloning (the ``imitation`` package does, but only through
-its own rollout and policy wrappers, and it does not know action masks or fieldrl's agent slots),
-so this module is fieldrl's own, kept small:
+Why: a practitioner's rule is usually a far better starting point than a random network. On
+crowded rail networks (50-80 trains) PPO from scratch at fieldrl's budgets learns to stop trains
+rather than to avoid deadlocks; on chemotherapy dosing an off-policy learner spends most of its
+budget rediscovering what the tumour-feedback rule already does. Practitioners of such problems
+(the Flatland challenge's top RL entries, for one) start from demonstrations of a good controller
+and let RL improve on them. SB3 has no behaviour cloning (the ``imitation`` package does, but only
+through its own rollout and policy wrappers, and it does not know action masks, fieldrl's agent
+slots or its batched evaluation envs), so this module is fieldrl's own, kept small:
 
 1. :func:`collect` runs the heuristic on the domain's evaluation envs (seeds from the training
-   stream, never the held-out ones) and keeps, for every decision with more than one allowed
-   action, the observation, the action mask, the heuristic's action and the discounted return the
-   deciding agent went on to collect;
-2. :func:`clone` fits the model's actor to those actions (cross-entropy under the mask) and its
-   critic to those returns (so PPO's first advantages are not noise that undoes the cloning).
+   stream, never the held-out ones) and keeps, for every decision, the observation, the action
+   mask (all True where the domain has none), the heuristic's action and the discounted return
+   the deciding agent went on to collect. Single-agent envs (fieldrl's ``EvalEnvs``) also keep
+   the transitions (next observation, reward, end flags), so off-policy learners can start with
+   them in their replay buffer. Multi-agent lockstep envs keep only decisions with more than one
+   allowed action (a forced move teaches nothing).
+2. :func:`clone` fits the model's actor to those actions and its critic to those returns, so the
+   first RL updates do not start from a critic whose noise undoes the cloning:
 
-Only discrete-action actor-critic algorithms (PPO, MaskablePPO) can be warm-started.
+   - on-policy actor-critics (PPO, A2C, TRPO, MaskablePPO; discrete, multi-discrete or Box
+     actions): maximise the log-probability of the demonstrated action under the policy's own
+     distribution; regress ``V(s)`` to the returns-to-go;
+   - off-policy actor-critics (SAC, TQC, TD3, DDPG; Box actions): regress the deterministic actor
+     output (in SB3's ``[-1, 1]`` action units) to ``policy.scale_action(action)``, every Q head to
+     the Monte-Carlo return-to-go of the demonstrated action, then copy both into the target
+     networks so the first TD targets agree with what was learned.
+
+Observation (and reward) normalisation statistics of a ``VecNormalize`` in the training env are
+updated with the demonstrations first, so the cloned networks meet, when RL starts, the same
+inputs and return scale they were fitted on.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import sb3_contrib
+import stable_baselines3 as sb3
 import torch
-from stable_baselines3.common.vec_env import VecNormalize
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
-#: algorithms whose policy exposes a categorical ``get_distribution`` and ``predict_values``
-IMITABLE = ("ppo", "maskable-ppo")
+#: scenario names of the algorithms :func:`clone` can warm-start (the first two listed first: the
+#: scenario's error message quotes this order)
+IMITABLE = ("ppo", "maskable-ppo", "a2c", "trpo", "sac", "td3", "ddpg", "tqc")
+
+#: algorithm class -> how it is cloned; exact classes only (a subclass, e.g. a multi-head-critic
+#: or per-agent-network variant, may change what ``predict_values`` or the actor mean)
+_ON_POLICY: tuple[type, ...] = (sb3.PPO, sb3.A2C, sb3_contrib.TRPO, sb3_contrib.MaskablePPO)
+_SQUASHED_GAUSSIAN: tuple[type, ...] = (sb3.SAC, sb3_contrib.TQC)
+_DETERMINISTIC: tuple[type, ...] = (sb3.TD3, sb3.DDPG)
 
 
 @dataclass
 class Demonstrations:
-    """Decisions of a heuristic: raw observations, masks, actions and returns-to-go."""
+    """Decisions of a heuristic: raw observations, masks, actions and returns-to-go.
+
+    Per-decision arrays (``obs``, ``masks``, ``actions``, ``returns`` and, for single-agent
+    demonstrations, the transition arrays ``next_obs``, ``rewards``, ``terminated``,
+    ``truncated``) share their first axis. ``all_obs`` and ``running_returns`` cover every step
+    the training env would have shown the model, decisions or not.
+    """
 
     obs: np.ndarray
     masks: np.ndarray
@@ -43,33 +74,146 @@ class Demonstrations:
     #: every row the training env would have shown the model (to warm up obs normalisation)
     all_obs: np.ndarray
     episodes: int
+    #: observation after each decision (single-agent only; for the replay buffer)
+    next_obs: np.ndarray | None = None
+    #: reward of each decision (single-agent only)
+    rewards: np.ndarray | None = None
+    #: the episode ended at this decision by reaching a terminal state (single-agent only)
+    terminated: np.ndarray | None = None
+    #: the episode was cut at this decision by a time limit (single-agent only)
+    truncated: np.ndarray | None = None
+    #: ``sum_k<=t gamma^(t-k) r_k`` at every step of every episode (or agent): what a
+    #: ``VecNormalize`` with ``norm_reward`` tracks to scale rewards
+    running_returns: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.actions)
+
+    @property
+    def has_transitions(self) -> bool:
+        """True when next observations, rewards and end flags were recorded (replay buffers need them)."""
+        return self.next_obs is not None
 
     def sample(self, limit: int, seed: int) -> Demonstrations:
         """At most ``limit`` decisions, drawn uniformly without replacement."""
         if len(self) <= limit:
             return self
         keep = np.sort(np.random.default_rng(seed).choice(len(self), size=limit, replace=False))
-        return Demonstrations(
-            self.obs[keep],
-            self.masks[keep],
-            self.actions[keep],
-            self.returns[keep],
-            self.all_obs,
-            self.episodes,
+
+        def pick(a: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None else a[keep]
+
+        return replace(
+            self,
+            obs=self.obs[keep],
+            masks=self.masks[keep],
+            actions=self.actions[keep],
+            returns=self.returns[keep],
+            next_obs=pick(self.next_obs),
+            rewards=pick(self.rewards),
+            terminated=pick(self.terminated),
+            truncated=pick(self.truncated),
         )
 
 
 def collect(envs: Any, policy: Any, gamma: float) -> Demonstrations:
-    """Run ``policy`` on lockstep multi-agent ``envs`` (one episode each) and record its decisions.
+    """Run ``policy`` on evaluation ``envs`` (one episode each) and record all its decisions.
 
-    ``envs`` is a :class:`~fieldrl.domains.multiagent.ParallelLockstepEnvs` (it exposes
-    ``slot_agents``, ``action_masks`` and the per-agent rewards of the last step).
+    ``envs`` is either a multi-agent :class:`~fieldrl.domains.multiagent.ParallelLockstepEnvs`
+    (it exposes ``slot_agents``, ``action_masks`` and the per-agent rewards of the last step) or
+    any single-agent ``EvalEnvs`` (:class:`~fieldrl.domains.base.LockstepEnvs`, a domain's batched
+    evaluation envs): ``reset() -> obs (n, ...)``, ``step(actions) -> obs, reward (n,),
+    terminated, truncated, info``, no autoreset. Observations reach the policy exactly as the
+    envs return them (e.g. the wealth domain's ``ProblemObs``) and are stored as plain arrays.
+
+    :param envs: the evaluation envs, freshly built (they are reset here).
+    :param policy: a fieldrl ``Policy``; ``bind_envs(envs)`` is called if it has one.
+    :param gamma: discount of the returns-to-go (use the learner's ``gamma``).
     """
+    if hasattr(envs, "slot_agents") and hasattr(envs, "last_rewards"):
+        return _collect_multiagent(envs, policy, gamma)
+    return _collect_single(envs, policy, gamma)
+
+
+def _bind(policy: Any, envs: Any) -> None:
+    bind = getattr(policy, "bind_envs", None)
+    if bind is not None:
+        bind(envs)
+
+
+def _collect_single(envs: Any, policy: Any, gamma: float) -> Demonstrations:
+    n = int(envs.n)
+    obs = envs.reset()  # the evaluation runner's order: reset envs, reset policy, bind
+    policy.reset(n)
+    _bind(policy, envs)
+    active = np.ones(n, dtype=bool)
+    start = np.ones(n, dtype=bool)
+    steps: list[dict[str, np.ndarray]] = []
+    while active.any():
+        actions = np.asarray(policy.act(obs, start))
+        masks = np.asarray(envs.action_masks(), dtype=bool) if hasattr(envs, "action_masks") else None
+        next_obs, reward, term, trunc, _ = envs.step(actions)
+        term, trunc = np.asarray(term, dtype=bool), np.asarray(trunc, dtype=bool)
+        rows = np.flatnonzero(active)
+        steps.append(
+            {
+                "env": rows,
+                "obs": np.array(np.asarray(obs)[rows]),
+                "next_obs": np.array(np.asarray(next_obs)[rows]),
+                "action": np.array(actions[rows]),
+                "reward": np.asarray(reward, dtype=np.float64)[rows],
+                "terminated": term[rows],
+                "truncated": trunc[rows] & ~term[rows],
+                "mask": masks[rows] if masks is not None else np.ones((len(rows), 0), dtype=bool),
+            }
+        )
+        active &= ~(term | trunc)
+        start[:] = False
+        obs = next_obs
+    cat = {k: np.concatenate([s[k] for s in steps]) for k in steps[0]}
+    env_of = cat["env"]
+    order = np.argsort(env_of, kind="stable")  # episode by episode, in time order within each
+    rewards = cat["reward"][order]
+    returns = np.empty(len(order))
+    running = np.empty(len(order))
+    bounds = np.flatnonzero(np.diff(env_of[order])) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(order)], strict=True):
+        returns[lo:hi] = _returns_to_go(rewards[lo:hi], gamma)
+        running[lo:hi] = _running_returns(rewards[lo:hi], gamma)
+    masks = cat["mask"]
+    if masks.shape[1] == 0:
+        masks = np.ones((len(masks), _mask_width(getattr(envs, "action_space", None))), dtype=bool)
+    actions = cat["action"]
+    actions = actions.astype(np.int64) if np.issubdtype(actions.dtype, np.integer) else actions
+    return Demonstrations(
+        obs=cat["obs"][order],
+        masks=masks[order],
+        actions=actions[order],
+        returns=returns.astype(np.float32),
+        all_obs=cat["obs"],
+        episodes=n,
+        next_obs=cat["next_obs"][order],
+        rewards=rewards.astype(np.float32),
+        terminated=cat["terminated"][order],
+        truncated=cat["truncated"][order],
+        running_returns=running.astype(np.float32),
+    )
+
+
+def _mask_width(space: Any) -> int:
+    """Width of an SB3 action mask for ``space`` (1 where there is no mask to speak of)."""
+    if isinstance(space, spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, spaces.MultiDiscrete):
+        return int(np.sum(space.nvec))
+    if isinstance(space, spaces.MultiBinary):
+        return 2 * int(np.prod(space.shape))
+    return 1
+
+
+def _collect_multiagent(envs: Any, policy: Any, gamma: float) -> Demonstrations:
     n = envs.n
-    policy.bind_envs(envs)
+    _bind(policy, envs)
     policy.reset(n)
     obs = envs.reset()
     done = np.zeros(n, dtype=bool)
@@ -103,6 +247,7 @@ def collect(envs: Any, policy: Any, gamma: float) -> Demonstrations:
     if not rows:
         raise ValueError("the heuristic made no decision with more than one allowed action")
     obs_rows, mask_rows, action_rows = zip(*rows, strict=True)
+    running = [_running_returns(r, gamma) for r in rewards.values()]
     return Demonstrations(
         obs=np.stack(obs_rows),
         masks=np.stack(mask_rows),
@@ -110,6 +255,7 @@ def collect(envs: Any, policy: Any, gamma: float) -> Demonstrations:
         returns=returns,
         all_obs=np.concatenate(seen),
         episodes=n,
+        running_returns=np.concatenate(running).astype(np.float32) if running else None,
     )
 
 
@@ -122,6 +268,19 @@ def _returns_to_go(rewards: Sequence[float], gamma: float) -> np.ndarray:
     return out
 
 
+def _running_returns(rewards: Sequence[float], gamma: float) -> np.ndarray:
+    """What ``VecNormalize`` accumulates for reward scaling: ``R_t = gamma R_{t-1} + r_t``."""
+    out = np.zeros(len(rewards))
+    acc = 0.0
+    for t, r in enumerate(rewards):
+        acc = gamma * acc + r
+        out[t] = acc
+    return out
+
+
+# ----------------------------------------------------------------------------- cloning
+
+
 def clone(
     model: Any,
     venv: Any,
@@ -130,56 +289,286 @@ def clone(
     batch_size: int = 256,
     learning_rate: float = 1e-3,
     seed: int = 0,
+    replay_buffer: bool = True,
+    fit_log_std: bool = False,
 ) -> dict[str, float]:
-    """Fit ``model``'s actor to the demonstrated actions and its critic to their returns.
+    """Fit ``model``'s actor to the demonstrated actions and its critic(s) to their returns.
 
-    Observation normalisation statistics of ``venv`` (a ``VecNormalize``, if any) are first
-    updated with everything the demonstrations saw, so the cloned network meets the same inputs
-    when PPO training starts. Returns the held-in action accuracy and final losses.
+    A ``VecNormalize`` anywhere in ``venv`` first has its observation statistics updated with
+    everything the demonstrations saw and, with ``norm_reward``, its return statistics with the
+    demonstrations' running returns; the critic targets are then scaled as the learner will see
+    rewards. So the cloned network meets the same inputs and return scale when RL starts.
+
+    :param model: a freshly built PPO, A2C, TRPO, MaskablePPO (any action space they support),
+        or SAC, TQC, TD3, DDPG (Box actions).
+    :param venv: the model's training env (possibly wrapped in ``VecNormalize``).
+    :param demos: from :func:`collect` (actions in the env's own units).
+    :param epochs: passes over the demonstrations.
+    :param batch_size: decisions per gradient step.
+    :param learning_rate: Adam step size (a fresh optimiser; the model's own is left untouched).
+    :param seed: shuffling seed.
+    :param replay_buffer: for off-policy models, also add the demonstrations' transitions to the
+        model's replay buffer (when they were recorded), so the first updates still see the
+        heuristic's actions and the critic is not fitted to exploration alone.
+    :param fit_log_std: for on-policy Box actions, also fit the state-independent log standard
+        deviation. Off by default: maximum likelihood shrinks it to the (small) cloning error, which
+        leaves RL too little exploration to improve on the heuristic.
+    :return: ``decisions``; ``accuracy`` (discrete: share of decisions whose every action
+        component the deterministic policy reproduces) or ``action_error`` (Box: mean absolute
+        difference, env units); the last batch's losses; ``replay_transitions`` added.
+    :raises ValueError: for an algorithm or action space that cannot be cloned.
     """
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {epochs}")
+    if len(demos) == 0:
+        raise ValueError("no demonstrations to clone")
+    kind = _kind(model)
     obs = demos.obs.astype(np.float32)
-    if isinstance(venv, VecNormalize) and venv.norm_obs:
-        venv.obs_rms.update(demos.all_obs)
-        obs = venv.normalize_obs(obs).astype(np.float32)
-    policy = model.policy
-    policy.set_training_mode(True)
-    masked = "action_masks" in inspect.signature(policy.get_distribution).parameters
-
-    def distribution(batch: torch.Tensor, masks: np.ndarray) -> Any:
-        return (
-            policy.get_distribution(batch, action_masks=masks) if masked else policy.get_distribution(batch)
-        )
-
-    optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+    returns = demos.returns.astype(np.float32)
+    norm = unwrap_vec_normalize(venv) if venv is not None else None
+    if isinstance(norm, VecNormalize):
+        if norm.norm_obs:
+            norm.obs_rms.update(demos.all_obs)
+            obs = norm.normalize_obs(obs).astype(np.float32)
+        if norm.norm_reward:
+            if demos.running_returns is not None and len(demos.running_returns):
+                norm.ret_rms.update(demos.running_returns.astype(np.float64))
+            returns = (returns / np.sqrt(norm.ret_rms.var + norm.epsilon)).astype(np.float32)
     gen = torch.Generator().manual_seed(seed)
-    obs_t = torch.as_tensor(obs)
-    act_t = torch.as_tensor(demos.actions)
-    ret_t = torch.as_tensor(demos.returns)
-    mask_np = demos.masks
-    n = len(demos)
-    policy_loss = value_loss = float("nan")
+    if kind == "on-policy":
+        stats = _clone_on_policy(
+            model, demos, obs, returns, epochs, batch_size, learning_rate, gen, fit_log_std
+        )
+    else:
+        stats = _clone_off_policy(model, kind, demos, obs, returns, epochs, batch_size, learning_rate, gen)
+        added = add_to_replay_buffer(model, demos) if replay_buffer and demos.has_transitions else 0
+        stats["replay_transitions"] = float(added)
+    return {"decisions": float(len(demos)), **stats}
+
+
+def _kind(model: Any) -> str:
+    """``on-policy``, ``squashed`` (SAC, TQC) or ``deterministic`` (TD3, DDPG); ValueError otherwise."""
+    cls = type(model)
+    name = cls.__name__
+    if cls in _ON_POLICY:
+        return "on-policy"
+    if cls in _SQUASHED_GAUSSIAN or cls in _DETERMINISTIC:
+        if not isinstance(model.action_space, spaces.Box):
+            raise ValueError(
+                f"behaviour cloning of {name} needs a Box action space, got {model.action_space}"
+            )
+        return "squashed" if cls in _SQUASHED_GAUSSIAN else "deterministic"
+    supported = ", ".join(c.__name__ for c in (*_ON_POLICY, *_SQUASHED_GAUSSIAN, *_DETERMINISTIC))
+    raise ValueError(
+        f"cannot behaviour-clone {name}: it has no actor whose action distribution or deterministic "
+        f"output can be fitted to demonstrated actions here (value-based and recurrent policies are not "
+        f"supported); supported: {supported}"
+    )
+
+
+def _batches(n: int, batch_size: int, epochs: int, gen: torch.Generator) -> Iterator[torch.Tensor]:
     for _ in range(epochs):
         order = torch.randperm(n, generator=gen)
         for lo in range(0, n, batch_size):
-            idx = order[lo : lo + batch_size]
-            batch_obs = obs_t[idx]
-            dist = distribution(batch_obs, mask_np[idx.numpy()])
-            p_loss = -dist.log_prob(act_t[idx]).mean()
-            v_loss = torch.nn.functional.mse_loss(policy.predict_values(batch_obs).flatten(), ret_t[idx])
-            loss = p_loss + 0.5 * v_loss
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
-            optimizer.step()
-            policy_loss, value_loss = float(p_loss.detach()), float(v_loss.detach())
+            yield order[lo : lo + batch_size]
+
+
+def _demo_actions(space: spaces.Space, actions: np.ndarray) -> np.ndarray:
+    """Actions shaped as the policy's distribution takes them (Box actions clipped to the bounds)."""
+    if isinstance(space, spaces.Discrete):
+        return np.asarray(actions, dtype=np.int64).reshape(len(actions))
+    if isinstance(space, spaces.MultiDiscrete | spaces.MultiBinary):
+        return np.asarray(actions, dtype=np.int64).reshape(len(actions), -1)
+    if isinstance(space, spaces.Box):  # the env executes the clipped action: that is what was demonstrated
+        box = np.asarray(actions, dtype=np.float32).reshape(len(actions), *space.shape)
+        return np.clip(box, space.low, space.high)
+    raise ValueError(f"behaviour cloning does not support action space {space}")
+
+
+def _model_masks(space: spaces.Space, masks: np.ndarray) -> np.ndarray:
+    """``masks`` widened to the model's mask width where the demonstrations had none (all True)."""
+    width = _mask_width(space)
+    masks = np.asarray(masks, dtype=bool).reshape(len(masks), -1)
+    if masks.shape[1] == width:
+        return masks
+    if masks.all():
+        return np.ones((len(masks), width), dtype=bool)
+    raise ValueError(f"action masks of width {masks.shape[1]} do not fit {space} (width {width})")
+
+
+def _split_clip(groups: Sequence[list[torch.nn.Parameter]], max_norm: float) -> None:
+    for params in groups:
+        if params:
+            torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+
+def _clone_on_policy(
+    model: Any,
+    demos: Demonstrations,
+    obs: np.ndarray,
+    returns: np.ndarray,
+    epochs: int,
+    batch_size: int,
+    learning_rate: float,
+    gen: torch.Generator,
+    fit_log_std: bool,
+) -> dict[str, float]:
+    policy = model.policy
+    space = model.action_space
+    device = policy.device
+    masked = "action_masks" in inspect.signature(policy.get_distribution).parameters
+    box = isinstance(space, spaces.Box)
+    actions = _demo_actions(space, demos.actions)
+    fit_actions = actions
+    if box and policy.squash_output:  # a tanh-squashed distribution lives in [-1, 1]
+        fit_actions = np.clip(policy.scale_action(actions), -1 + 1e-6, 1 - 1e-6).astype(np.float32)
+    masks = _model_masks(space, demos.masks) if masked else None
+
+    def distribution(batch: torch.Tensor, idx: np.ndarray | None) -> Any:
+        if masks is None:
+            return policy.get_distribution(batch)
+        return policy.get_distribution(batch, action_masks=masks if idx is None else masks[idx])
+
+    # actor and critic are clipped apart: an unnormalised return scale must not drown the actor's gradient
+    critic_names = ("value_net.", "mlp_extractor.value_net.")
+    named = list(policy.named_parameters())
+    critic = [p for k, p in named if k.startswith(critic_names)]
+    actor = [p for k, p in named if not k.startswith(critic_names) and (fit_log_std or k != "log_std")]
+    optimizer = torch.optim.Adam(actor + critic, lr=learning_rate)
+    obs_t = torch.as_tensor(obs, device=device)
+    act_t = torch.as_tensor(fit_actions, device=device)
+    ret_t = torch.as_tensor(returns, device=device)
+    policy.set_training_mode(True)
+    p_loss = v_loss = torch.tensor(float("nan"))
+    for idx in _batches(len(obs), batch_size, epochs, gen):
+        batch_obs = obs_t[idx]
+        dist = distribution(batch_obs, idx.numpy())
+        p_loss = -dist.log_prob(act_t[idx]).mean()
+        v_loss = torch.nn.functional.mse_loss(policy.predict_values(batch_obs).flatten(), ret_t[idx])
+        optimizer.zero_grad()
+        (p_loss + 0.5 * v_loss).backward()
+        _split_clip([actor, critic], 0.5)
+        optimizer.step()
     policy.set_training_mode(False)
     with torch.no_grad():
-        dist = distribution(obs_t, mask_np)
-        chosen = dist.distribution.probs.argmax(dim=1)
-    accuracy = float((chosen == act_t).float().mean())
+        chosen = distribution(obs_t, None).mode().cpu().numpy()
+    stats = {"policy_loss": float(p_loss.detach()), "value_loss": float(v_loss.detach())}
+    if box:
+        if policy.squash_output:
+            chosen = policy.unscale_action(chosen)
+        chosen = np.clip(chosen, space.low, space.high)
+        stats["action_error"] = float(np.abs(chosen - actions).mean())
+    else:
+        same = chosen.reshape(len(actions), -1) == actions.reshape(len(actions), -1)
+        stats["accuracy"] = float(same.all(axis=1).mean())
+    return stats
+
+
+def _actor_output(policy: Any, kind: str, obs: torch.Tensor) -> torch.Tensor:
+    """The deterministic action in ``[-1, 1]``: TD3/DDPG ``actor(obs)``, SAC/TQC ``tanh(mean)``."""
+    if kind == "deterministic":
+        return policy.actor(obs)
+    mean, _, _ = policy.actor.get_action_dist_params(obs)
+    return torch.tanh(mean)
+
+
+def _q_values(policy: Any, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """Every Q head's estimate, flattened to ``(batch, heads)`` (TQC: every quantile of every critic)."""
+    q = policy.critic(obs, actions)
+    if isinstance(q, tuple | list):
+        q = torch.cat([head.reshape(len(obs), -1) for head in q], dim=1)
+    return q.reshape(len(obs), -1)
+
+
+def _clone_off_policy(
+    model: Any,
+    kind: str,
+    demos: Demonstrations,
+    obs: np.ndarray,
+    returns: np.ndarray,
+    epochs: int,
+    batch_size: int,
+    learning_rate: float,
+    gen: torch.Generator,
+) -> dict[str, float]:
+    policy = model.policy
+    space = model.action_space
+    device = policy.device
+    actions = _demo_actions(space, demos.actions)
+    scaled = np.clip(policy.scale_action(actions), -1.0, 1.0).astype(np.float32)
+    obs_t = torch.as_tensor(obs, device=device)
+    act_t = torch.as_tensor(scaled, device=device)
+    ret_t = torch.as_tensor(returns, device=device)[:, None]
+    actor_params = list(policy.actor.parameters())
+    critic_params = list(policy.critic.parameters())
+    actor_opt = torch.optim.Adam(actor_params, lr=learning_rate)
+    critic_opt = torch.optim.Adam(critic_params, lr=learning_rate)
+    policy.set_training_mode(True)
+    a_loss = c_loss = torch.tensor(float("nan"))
+    for idx in _batches(len(obs), batch_size, epochs, gen):
+        batch_obs = obs_t[idx]
+        a_loss = torch.nn.functional.mse_loss(_actor_output(policy, kind, batch_obs), act_t[idx])
+        actor_opt.zero_grad()
+        a_loss.backward()
+        torch.nn.utils.clip_grad_norm_(actor_params, 0.5)
+        actor_opt.step()
+        q = _q_values(policy, batch_obs, act_t[idx])
+        c_loss = torch.nn.functional.mse_loss(q, ret_t[idx].expand_as(q))
+        critic_opt.zero_grad()
+        c_loss.backward()
+        torch.nn.utils.clip_grad_norm_(critic_params, 0.5)
+        critic_opt.step()
+    policy.set_training_mode(False)
+    policy.critic_target.load_state_dict(policy.critic.state_dict())
+    if hasattr(policy, "actor_target"):
+        policy.actor_target.load_state_dict(policy.actor.state_dict())
+    with torch.no_grad():
+        chosen = policy.unscale_action(_actor_output(policy, kind, obs_t).cpu().numpy())
     return {
-        "decisions": float(n),
-        "accuracy": accuracy,
-        "policy_loss": policy_loss,
-        "value_loss": value_loss,
+        "action_error": float(np.abs(np.clip(chosen, space.low, space.high) - actions).mean()),
+        "actor_loss": float(a_loss.detach()),
+        "critic_loss": float(c_loss.detach()),
     }
+
+
+def add_to_replay_buffer(model: Any, demos: Demonstrations) -> int:
+    """Put the demonstrations' transitions into ``model.replay_buffer``; return how many were added.
+
+    Why: right after cloning, an off-policy learner's buffer holds only its own exploratory
+    transitions, and TD updates on them alone drift the critic (and then the actor) away from the
+    demonstrated behaviour. With the heuristic's transitions in the buffer, early updates stay
+    anchored to what the heuristic achieved.
+
+    Stored as SB3 stores its own: raw observations and rewards (a ``VecNormalize`` normalises them
+    when sampling), actions scaled to ``[-1, 1]``, time-limit cuts flagged as such. Rows are added
+    ``n_envs`` at a time, so up to ``n_envs - 1`` trailing transitions are left out. Buffers that
+    store each next observation as the following row (``optimize_memory_usage``) would need whole
+    trajectories per env column: nothing is added to them (returns 0).
+
+    :raises ValueError: when ``demos`` holds no transitions (multi-agent demonstrations).
+    """
+    if not demos.has_transitions:
+        raise ValueError("these demonstrations hold no transitions (next observation, reward, end flags)")
+    assert demos.next_obs is not None and demos.rewards is not None
+    assert demos.terminated is not None and demos.truncated is not None
+    buffer = getattr(model, "replay_buffer", None)
+    if buffer is None or getattr(buffer, "optimize_memory_usage", False):
+        return 0
+    space = model.action_space
+    actions = _demo_actions(space, demos.actions)
+    if isinstance(space, spaces.Box):
+        actions = np.clip(model.policy.scale_action(actions), -1.0, 1.0).astype(np.float32)
+    k = buffer.n_envs
+    usable = len(demos) - len(demos) % k
+    for lo in range(0, usable, k):
+        rows = slice(lo, lo + k)
+        term, trunc = demos.terminated[rows], demos.truncated[rows]
+        buffer.add(
+            demos.obs[rows],
+            demos.next_obs[rows],
+            actions[rows],
+            demos.rewards[rows],
+            term | trunc,
+            [{"TimeLimit.truncated": bool(t and not d)} for t, d in zip(trunc, term, strict=True)],
+        )
+    return usable
