@@ -9,7 +9,6 @@ path, the bad value and what is allowed.
 from __future__ import annotations
 
 import inspect
-from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -467,38 +466,54 @@ def _inner_model(annotation: Any) -> Any:
     return None
 
 
-def _check_imitation(
+def _check_heuristic_label(scenario: Scenario, label: str, source: str, where: str) -> None:
+    labels = [h.label for h in scenario.policies.heuristics]
+    if label not in labels:
+        allowed = ", ".join(labels) if labels else "none (add one under policies.heuristics)"
+        raise ScenarioError(source, where, label, f"heuristics in this scenario: {allowed}")
+
+
+def _check_anchoring(
     scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry, source: str, where: str
 ) -> None:
-    """A warm start needs a heuristic of this scenario, a discrete actor-critic and multi-agent eval envs."""
+    """A warm start or a residual needs a heuristic of this scenario and an algorithm that fits."""
     from fieldrl.policies.imitation import IMITABLE
 
-    if entry.imitate is None:
+    if entry.imitate is not None:
+        _check_heuristic_label(scenario, entry.imitate.heuristic, source, f"{where}.imitate.heuristic")
+        if entry.algorithm not in IMITABLE:
+            raise ScenarioError(
+                source,
+                f"{where}.imitate",
+                entry.algorithm,
+                f"imitation warm starts {', '.join(IMITABLE)} only",
+            )
+    if entry.residual is None:
         return
-    labels = [h.label for h in scenario.policies.heuristics]
-    if entry.imitate.heuristic not in labels:
-        allowed = ", ".join(labels) if labels else "none (add one under policies.heuristics)"
-        raise ScenarioError(
-            source,
-            f"{where}.imitate.heuristic",
-            entry.imitate.heuristic,
-            f"heuristics in this scenario: {allowed}",
-        )
-    if entry.algorithm not in IMITABLE:
-        raise ScenarioError(
-            source, f"{where}.imitate", entry.algorithm, f"imitation warm starts {', '.join(IMITABLE)} only"
-        )
-    envs = domain.make_eval_envs(params, [0])
-    supported = hasattr(envs, "last_rewards")
-    if hasattr(envs, "close"):
-        envs.close()
-    if not supported:
+    _check_heuristic_label(scenario, entry.residual.heuristic, source, f"{where}.residual.heuristic")
+    if entry.imitate is not None:
         raise ScenarioError(
             source,
             f"{where}.imitate",
-            domain.name,
-            "imitation needs a multi-agent domain (rail, taxiway, ...)",
+            entry.imitate.heuristic,
+            "a residual policy already starts from its heuristic's actions; give imitate or residual",
         )
+    venv = domain.make_train_vec_env(params, 1, 0)
+    space = venv.action_space
+    venv.close()
+    if type(space).__name__ != "Box":
+        raise ScenarioError(
+            source,
+            f"{where}.residual",
+            domain.name,
+            f"residual corrections need continuous (Box) actions; this domain's are {type(space).__name__}",
+        )
+
+
+def _training_env_maker(scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry) -> Any:
+    from fieldrl.evaluation.runner import training_vec_env
+
+    return training_vec_env(scenario, domain, params, entry)
 
 
 def _budgeted(scenario: Scenario, budget: str, source: str) -> Scenario:
@@ -550,7 +565,7 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
                 entry.algorithm,
                 "unknown algorithm; allowed: " + ", ".join(sorted(ALGORITHMS)),
             )
-        _check_imitation(scenario, domain, first_params, entry, source, where)
+        _check_anchoring(scenario, domain, first_params, entry, source, where)
         problem = check_hyperparameters(entry.algorithm, entry.hyperparameters)
         if problem:
             key, allowed = problem
@@ -558,7 +573,9 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
         budgets = {"full": entry}
         for budget_name in scenario.budgets:
             budgets[budget_name] = _budgeted(scenario, budget_name, source).policies.learned[i]
-        built = construction_problem(partial(domain.make_train_vec_env, first_params), entry, budgets)
+        built = construction_problem(
+            _training_env_maker(scenario, domain, first_params, entry), entry, budgets
+        )
         if built:
             key, value, problem = built
             if key is not None:

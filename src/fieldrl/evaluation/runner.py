@@ -358,7 +358,9 @@ def _demonstrations(
     try:
         return collect(envs, policy, gamma)
     finally:
-        envs.close()
+        close = getattr(envs, "close", None)
+        if close is not None:
+            close()
 
 
 def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, events: Any) -> list[str]:
