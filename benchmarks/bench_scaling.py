@@ -1,5 +1,7 @@
 """Scaling of a whole study: wall time of ``chemo/full`` (quick budget) at ``--jobs 1``, ``--jobs 2``
-and on Ray (a local Ray instance with 2 CPUs), all in one run, plus what a cluster would do on paper.
+and on Ray (a local Ray instance with 2 CPUs), all in one run, plus what a cluster would do on paper;
+and scaling of a tuning study (``fieldrl tune``: trials of one learned entry shared by N workers),
+whose fan-out should be nearly linear.
 
 Run: ``python benchmarks/bench_scaling.py [--quick]``. Writes ``benchmarks/results/scaling.json``.
 ``--quick`` trims the study to presets s1 and s5 and 1,000 training steps.
@@ -59,6 +61,45 @@ def wall_time(scenario: Path, backend: Backend, out: Path) -> dict[str, float]:
     }
 
 
+TUNING_TRIALS = 8
+TUNING_STEPS = 30_000
+
+
+def tuning_wall_time(backend: Backend, out: Path, quick: bool) -> float:
+    """Seconds of an equal-effort tuning study of chemo/quick's PPO (fixed trials and steps)."""
+    from fieldrl.evaluation.tuning import tune
+
+    start = time.perf_counter()
+    tune(
+        "chemo/quick",
+        trials=4 if quick else TUNING_TRIALS,
+        out=out,
+        backend=backend,
+        policies=["PPO"],
+        train_steps=4096 if quick else TUNING_STEPS,
+        show_progress=False,
+    )
+    return time.perf_counter() - start
+
+
+def tuning_scaling(quick: bool) -> dict:
+    times = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, backend in {"jobs 1": Backend(jobs=1), "jobs 2": Backend(jobs=2)}.items():
+            times[label] = tuning_wall_time(backend, Path(tmp) / label.replace(" ", "_"), quick)
+            print(f"tuning {label:15} {times[label]:8.1f} s")
+    t1, t2 = times["jobs 1"], times["jobs 2"]
+    serial = min(max(2 * t2 / t1 - 1, 0.0), 1.0)
+    return {
+        "workload": f"fieldrl tune chemo/quick --policy PPO: {4 if quick else TUNING_TRIALS} trials of "
+        f"{4096 if quick else TUNING_STEPS:,} steps",
+        "wall_seconds": times,
+        "speedup_jobs2": t1 / t2,
+        "serial_fraction_amdahl": serial,
+        "on_paper_seconds_by_machines": {str(n): t1 * (serial + (1 - serial) / (n * CORES)) for n in CLUSTER},
+    }
+
+
 def main() -> dict:
     quick = quick_mode()
     scenario = study(quick)
@@ -76,6 +117,7 @@ def main() -> dict:
             print(f"{label:22} {times[label]:8.1f} s ({detail})")
     t1, t2 = times["jobs 1"], times["jobs 2"]
     serial = min(max(2 * t2 / t1 - 1, 0.0), 1.0)
+    tuning = tuning_scaling(quick)
     paper = {str(n): t1 * (serial + (1 - serial) / (n * CORES)) for n in CLUSTER}
     scenario_data = load_scenario(scenario)
     result = {
@@ -98,6 +140,7 @@ def main() -> dict:
         "on_paper_seconds_by_machines": paper,
         "on_paper_assumptions": f"{CORES} cores per machine, Amdahl with the measured serial fraction; "
         "no job splitting, no network cost (best case)",
+        "tuning": tuning,
         "headline": [
             {"label": "study speed-up, 2 local workers vs 1 (same run)", "value": t1 / t2, "unit": "x"},
             {
@@ -111,6 +154,12 @@ def main() -> dict:
                 "unit": "x",
             },
             {"label": "serial fraction (Amdahl, from 1 and 2 workers)", "value": serial, "unit": ""},
+            {"label": "tuning study speed-up, 2 workers vs 1", "value": tuning["speedup_jobs2"], "unit": "x"},
+            {
+                "label": "tuning study serial fraction (Amdahl)",
+                "value": tuning["serial_fraction_amdahl"],
+                "unit": "",
+            },
         ],
         "curves": [
             {
@@ -122,7 +171,22 @@ def main() -> dict:
                     "measured, Ray": {"x": [2], "y": [times["ray (local, 2 CPUs)"]]},
                     "on paper (Amdahl)": {"x": [n * CORES for n in CLUSTER], "y": list(paper.values())},
                 },
-            }
+            },
+            {
+                "title": "tuning study wall time: measured and on paper",
+                "xlabel": f"workers (cores; machines x {CORES})",
+                "ylabel": "seconds",
+                "series": {
+                    "measured, local pool": {
+                        "x": [1, 2],
+                        "y": [tuning["wall_seconds"]["jobs 1"], tuning["wall_seconds"]["jobs 2"]],
+                    },
+                    "on paper (Amdahl)": {
+                        "x": [n * CORES for n in CLUSTER],
+                        "y": list(tuning["on_paper_seconds_by_machines"].values()),
+                    },
+                },
+            },
         ],
     }
     written = write_result(RESULT, result)

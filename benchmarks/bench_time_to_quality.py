@@ -1,0 +1,181 @@
+"""Time to quality: CPU seconds and environment steps each learned entry of each domain's small
+scenario needs to reach the best heuristic's level on the validation seeds (or how close it gets
+within a fixed budget).
+
+Run: ``python benchmarks/bench_time_to_quality.py [--quick] [--only chemo/quick ...]``. Writes
+``benchmarks/results/time_to_quality.json``.
+
+For every scenario the best heuristic is scored on the scenario's validation seeds (first
+setting); every learned entry is then trained once (training seed = the scenario's first) with
+validation-gated evaluation every ``budget / EVALUATIONS`` steps on the same seeds, exactly as a
+run trains it (tuned hyperparameters included where the scenario references them). Training is
+capped at ``STEP_CAP`` steps (``--quick``: ``QUICK_CAP``) so the whole suite stays within an hour
+or so; the cap is recorded. CPU seconds are the training process's own CPU time, validation
+excluded, with one torch thread (time-to-quality on one core).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from _common import machine_info, quick_mode, write_result
+
+RESULT = Path(__file__).parent / "results" / "time_to_quality.json"
+SCENARIOS = (
+    "chemo/quick",
+    "memory/cue",
+    "wealth/single-goal",
+    "uav/quick",
+    "traffic/quick",
+    "rail/quick",
+    "taxiway/quick",
+)
+STEP_CAP = 120_000
+QUICK_CAP = 4_096
+EVALUATIONS = 20
+
+
+def _reached(curve: list[tuple], level: float, higher: bool) -> tuple[int, float] | None:
+    for steps, _updates, cpu, _wall, value in curve:
+        if math.isfinite(value) and (value >= level if higher else value <= level):
+            return steps, cpu
+    return None
+
+
+def measure(name: str, cap: int) -> dict[str, Any]:
+    from fieldrl.domains import get_domain
+    from fieldrl.evaluation import runner
+    from fieldrl.policies.learned import VALIDATION_FILE, train_model
+    from fieldrl.scenario import load_scenario
+
+    scenario = load_scenario(name)
+    domain = get_domain(scenario.domain)
+    variant = scenario.variant_names[0]
+    params = domain.params_model.model_validate(scenario.variant_params(variant))
+    kpi = runner.primary_kpi(scenario, domain)
+    heuristics = {
+        h.label: runner.validation_score(
+            scenario, domain, params, runner._heuristic_policy(scenario, domain, params, h.label)
+        )
+        for h in scenario.policies.heuristics
+    }
+    finite = {k: v for k, v in heuristics.items() if math.isfinite(v)}
+    best_rule = (max if kpi.higher_is_better else min)(finite, key=finite.__getitem__) if finite else None
+    level = finite.get(best_rule, math.nan) if best_rule else math.nan
+    entries = []
+    for entry in scenario.policies.learned:
+        steps = min(entry.train_steps, cap)
+        trained = entry.model_copy(
+            update={"train_steps": steps, "validate_every": max(1, steps // EVALUATIONS)}
+        )
+        validation = runner.validation_for(scenario, domain, params, trained)
+        assert validation is not None
+        seed = scenario.seeds.train[0]
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory() as tmp:
+            artifacts = train_model(
+                runner.training_vec_env(scenario, domain, params, trained),
+                trained,
+                seed,
+                Path(tmp),
+                validation=validation,
+                demonstrations=runner.demonstrations_for(scenario, domain, params, trained, seed),
+                prepare=runner.preparation_for(trained),
+            )
+        rows = pd.read_csv(io.BytesIO(artifacts[VALIDATION_FILE]))
+        curve = [
+            (int(r.timesteps), int(r.updates), r.cpu_seconds, r.wall_seconds, r.value)
+            for r in rows.itertuples()
+        ]
+        values = [row[4] for row in curve if math.isfinite(row[4])]
+        best_value = (max if kpi.higher_is_better else min)(values) if values else math.nan
+        hit = _reached(curve, level, kpi.higher_is_better) if math.isfinite(level) else None
+        entries.append(
+            {
+                "policy": entry.label,
+                "algorithm": entry.algorithm,
+                "tuned": entry.tuning is not None,
+                "anchored": "imitation" if entry.imitate else ("residual" if entry.residual else None),
+                "train_steps": steps,
+                "scenario_train_steps": entry.train_steps,
+                "reached_best_rule": hit is not None,
+                "steps_to_rule": hit[0] if hit else None,
+                "cpu_seconds_to_rule": hit[1] if hit else None,
+                "best_value": best_value,
+                "gap_to_rule": best_value - level if math.isfinite(level) else None,
+                "training_cpu_seconds": curve[-1][2] if curve else None,
+                "wall_seconds_with_validation": time.perf_counter() - started,
+                "curve": [list(r) for r in curve],
+            }
+        )
+        shown = f"{hit[1]:.1f} CPU-s, {hit[0]:,} steps" if hit else f"not reached (best {best_value:.4g})"
+        print(f"{name:20} {entry.label:14} to {best_rule} ({level:.4g}): {shown}", flush=True)
+    return {
+        "scenario": name,
+        "variant": variant,
+        "kpi": kpi.name,
+        "higher_is_better": kpi.higher_is_better,
+        "validation_seeds": len(scenario.seeds.validation or []),
+        "heuristics": heuristics,
+        "best_rule": best_rule,
+        "best_rule_value": level,
+        "entries": entries,
+    }
+
+
+def main() -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(1)
+    quick = quick_mode()
+    cap = QUICK_CAP if quick else STEP_CAP
+    only = [a for a in sys.argv[1:] if "/" in a]
+    results = [measure(name, cap) for name in (only or SCENARIOS)]
+    headline = []
+    for r in results:
+        for e in r["entries"]:
+            if e["reached_best_rule"]:
+                value, unit = e["cpu_seconds_to_rule"], "CPU-s"
+                label = f"{r['scenario']} {e['policy']}: CPU-s to reach {r['best_rule']}"
+            else:
+                value, unit = e["gap_to_rule"], r["kpi"]
+                label = f"{r['scenario']} {e['policy']}: best minus {r['best_rule']} (not reached)"
+            headline.append({"label": label, "value": value, "unit": unit})
+    result = {
+        "benchmark": "time to quality: training to the best heuristic's validation level",
+        "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "step_cap": cap,
+        "evaluations_per_training": EVALUATIONS,
+        "scenarios": results,
+        "headline": headline,
+        "curves": [
+            {
+                "title": f"{r['scenario']}: {r['kpi']} on validation seeds vs training CPU seconds",
+                "xlabel": "training CPU seconds",
+                "ylabel": r["kpi"],
+                "series": {
+                    **{
+                        e["policy"]: {"x": [c[2] for c in e["curve"]], "y": [c[4] for c in e["curve"]]}
+                        for e in r["entries"]
+                    },
+                },
+            }
+            for r in results
+        ],
+    }
+    written = write_result(RESULT, result)
+    print(f"wrote {written}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
