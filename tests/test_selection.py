@@ -82,3 +82,6 @@ def test_a_run_with_validation_seeds_holds_out_its_best_checkpoint(scenario_data
     assert record["selected"]["timesteps"] == best["timesteps"]
     assert record["selected"]["value"] == pytest.approx(best["value"])
     assert record["selected"]["kpi"] == "return"
+    model = fieldrl.api.load_model(run_dir, "PPO")  # rebuilt from the scenario, weights from the file
+    kept = read_weights(model_dir / MODEL_FILE)
+    assert all(torch.equal(model.policy.state_dict()[k], v) for k, v in kept.items())

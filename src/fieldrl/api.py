@@ -288,6 +288,34 @@ def _finish(folder: RunFolder, jobs: int | Backend, show_progress: bool, resume:
     return RunResult(folder.path, results, summary, pdf)
 
 
+def load_model(run_dir: str | Path, policy: str, seed: int | None = None, variant: str | None = None) -> Any:
+    """The trained SB3 model of learned policy ``policy`` (training seed ``seed``, default the first).
+
+    The model is rebuilt from the run's scenario and its weights file is loaded into it (nothing is
+    unpickled); ``model.save("model.zip")`` then exports an ordinary SB3 zip.
+    """
+    from fieldrl.evaluation.runner import EvalJob, build_policy
+
+    folder, scenario, _ = open_run(run_dir)
+    labels = [e.label for e in scenario.policies.learned]
+    if policy not in labels:
+        raise FieldrlError(
+            f"policy = {policy!r}: learned policies of this run: {', '.join(labels) or 'none'}"
+        )
+    variant = variant or scenario.variant_names[0]
+    if variant not in scenario.variant_names:
+        raise FieldrlError(f"variant = {variant!r}: allowed: {', '.join(scenario.variant_names)}")
+    seed = scenario.seeds.train[0] if seed is None else seed
+    if seed not in scenario.seeds.train:
+        raise FieldrlError(f"seed = {seed!r}: training seeds of this run: {scenario.seeds.train}")
+    domain = get_domain(scenario.domain)
+    params = domain.params_model.model_validate(scenario.variant_params(variant))
+    loaded = build_policy(
+        scenario, domain, params, EvalJob(variant, policy, seed), str(folder.path), folder.hashes()
+    )
+    return getattr(loaded, "learned", loaded).model
+
+
 def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
     """KPI means with CIs across runs: one row per (run, variant, policy, KPI).
 
