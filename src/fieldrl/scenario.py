@@ -188,6 +188,12 @@ class Budget(Strict):
     train_seeds: int | None = Field(None, ge=1, description="use only the first N train seeds")
     eval_seeds: int | None = Field(None, ge=1, description="use only the first N eval seeds")
     validation_seeds: int | None = Field(None, ge=1, description="use only the first N validation seeds")
+    validations: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="evaluations on the validation seeds per training (sets validate_every)",
+    )
     episodes_per_seed: int | None = Field(None, ge=1)
     variants: list[str] | None = Field(None, min_length=1)
     imitation_episodes: int | None = Field(
@@ -264,6 +270,9 @@ class Scenario(Strict):
             data["seeds"]["train"] = data["seeds"]["train"][: b.train_seeds]
         if b.eval_seeds is not None:
             data["seeds"]["eval"] = data["seeds"]["eval"][: b.eval_seeds]
+        if b.validations is not None:
+            for entry in data["policies"]["learned"]:
+                entry["validate_every"] = max(1, entry["train_steps"] // b.validations)
         if b.validation_seeds is not None and data["seeds"]["validation"] is not None:
             data["seeds"]["validation"] = data["seeds"]["validation"][: b.validation_seeds]
         if b.episodes_per_seed is not None:
