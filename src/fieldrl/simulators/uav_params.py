@@ -8,6 +8,7 @@ scenario's choice, not measurements).
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -49,8 +50,8 @@ class UavParams(BaseModel):
     noise_dbm_hz: float = Field(-174.0, description="Thermal noise density (dBm/Hz).")
     noise_figure_db: float = Field(9.0, ge=0.0, le=20.0, description="Receiver noise figure (dB).")
     tx_power_w: float = Field(0.2, gt=0.0, le=10.0, description="Vehicle transmit power (W; 23 dBm).")
-    uav_bandwidth_mhz: float = Field(10.0, ge=0.0, le=400.0, description="Bandwidth of each UAV (MHz).")
-    bs_bandwidth_mhz: float = Field(20.0, ge=0.0, le=400.0, description="Bandwidth of the BS (MHz).")
+    uav_bandwidth_mhz: float = Field(10.0, gt=0.0, le=400.0, description="Bandwidth of each UAV (MHz).")
+    bs_bandwidth_mhz: float = Field(20.0, gt=0.0, le=400.0, description="Bandwidth of the BS (MHz).")
     los_a: float = Field(9.61, gt=0.0, description="Al-Hourani 2014 S-curve a (urban 9.61).")
     los_b: float = Field(0.16, gt=0.0, description="Al-Hourani 2014 S-curve b (urban 0.16).")
     eta_los_db: float = Field(1.0, ge=0.0, description="Excess loss on LoS links (urban 1 dB).")
@@ -153,6 +154,9 @@ class UavParams(BaseModel):
                 f"deadline_max_s ({self.deadline_max_s}) must not exceed slot_s ({self.slot_s}): "
                 "tasks finish within their slot"
             )
+        problem = self._separation_problem()
+        if problem:
+            raise ValueError(problem)
         if self.road_spacing_m > self.area_m:
             raise ValueError(f"road_spacing_m ({self.road_spacing_m}) must not exceed area_m ({self.area_m})")
         if any(k < 0 for k in self.admit_levels):
@@ -160,3 +164,23 @@ class UavParams(BaseModel):
         if any(not 0.0 <= r <= 1.0 for r in self.marl_ratio_levels):
             raise ValueError(f"marl_ratio_levels must lie in [0, 1], got {self.marl_ratio_levels}")
         return self
+
+    def _separation_problem(self) -> str | None:
+        """Why ``n_uavs`` UAVs cannot keep ``d_min_m`` apart in the flight volume, or None.
+
+        The volume is ``area_m`` square by ``z_max_m - z_min_m`` high: two UAVs cannot be farther apart
+        than its diagonal, and balls of diameter ``d_min_m`` around each must fit in it (grown by
+        ``d_min_m / 2`` on every side). Both bounds are necessary conditions, so nothing possible is refused.
+        """
+        if self.n_uavs < 2 or self.d_min_m == 0:
+            return None
+        height = self.z_max_m - self.z_min_m
+        diagonal = math.sqrt(2 * self.area_m**2 + height**2)
+        d = self.d_min_m
+        fits = (self.area_m + d) ** 2 * (height + d) / (math.pi / 6 * d**3)
+        if d > diagonal or self.n_uavs > fits:
+            return (
+                f"d_min_m ({d:g}) cannot hold between {self.n_uavs} UAVs in an area of {self.area_m:g} m "
+                f"with {height:g} m of altitude range (diagonal {diagonal:.0f} m)"
+            )
+        return None
