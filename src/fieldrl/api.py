@@ -23,6 +23,7 @@ from fieldrl.evaluation import runner
 from fieldrl.evaluation.backends import check_address, execute
 from fieldrl.evaluation.store import RunFolder, library_versions
 from fieldrl.evaluation.summary import summarize
+from fieldrl.names import slug
 from fieldrl.policies import checkpoint
 from fieldrl.progress import JobProgress
 from fieldrl.scenario import BUDGET_NAMES, Scenario, load_scenario, parse_scenario
@@ -53,7 +54,7 @@ def create_run(scenario: str | Path, out: str | Path | None = None, budget: str 
     resolved = load_scenario(scenario).with_budget(budget)
     if out is None:
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path("runs") / f"{resolved.name}-{budget}-{stamp}"
+        out = Path("runs") / f"{slug(resolved.name)}-{budget}-{stamp}"
     path = Path(out)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise FieldrlError(f"--out = {str(path)!r}: already exists and is not empty; choose a new folder")
@@ -71,9 +72,15 @@ def open_run(run_dir: str | Path) -> tuple[RunFolder, Scenario, dict[str, Any]]:
     folder = RunFolder(run_dir)
     if not folder.path.is_dir():
         raise FieldrlError(f"RUN_DIR = {str(run_dir)!r}: no such folder")
-    snapshot = folder.require(SCENARIO_FILE, "not a fieldrl run folder")
-    scenario = parse_scenario(snapshot.read_text("utf-8"), str(snapshot))
+    snapshot = folder.read_verified(SCENARIO_FILE, "not a fieldrl run folder")
+    try:
+        text = snapshot.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FieldrlError(f"{folder.path / SCENARIO_FILE}: not readable as text ({exc})") from None
+    scenario = parse_scenario(text, str(folder.path / SCENARIO_FILE))
     meta = folder.read_json(RUN_FILE) if (folder.path / RUN_FILE).exists() else {"budget": "full"}
+    if not isinstance(meta, dict):
+        raise FieldrlError(f"{folder.path / RUN_FILE}: not the mapping fieldrl writes")
     return folder, scenario, meta
 
 
@@ -136,7 +143,7 @@ def train_in(folder: RunFolder, jobs: int | Backend = 1, show_progress: bool = T
 
     def finished(index: int, written: list[str]) -> None:
         folder.record(*written)
-        checkpoint.remove_checkpoint(folder.path / runner.checkpoint_dir(todo[index]))
+        checkpoint.remove_checkpoint(folder.inside(runner.checkpoint_dir(todo[index])))
 
     with JobProgress("training", len(todo), enabled=show_progress) as progress:
         _backend(jobs).execute(
@@ -256,7 +263,7 @@ def _finish(folder: RunFolder, jobs: int | Backend, show_progress: bool, resume:
     train_in(folder, jobs, show_progress)
     results = evaluate(folder.path, jobs, show_progress, resume=resume)
     pdf = report(folder.path)
-    summary = json.loads((folder.path / "summary.json").read_text("utf-8"))
+    summary = folder.read_json("summary.json")
     return RunResult(folder.path, results, summary, pdf)
 
 
@@ -270,9 +277,9 @@ def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
     rows = []
     for run_dir in unique:
         folder, _, _ = open_run(run_dir)
-        folder.require("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
+        summary = folder.read_json("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
         label = str(folder.path) if names_clash else folder.path.name
-        for variant, entry in folder.read_json("summary.json")["variants"].items():
+        for variant, entry in summary["variants"].items():
             for policy, kpis in entry["policies"].items():
                 for kpi, stats in kpis.items():
                     mean = stats["mean"]

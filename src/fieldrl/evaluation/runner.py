@@ -8,7 +8,6 @@ uses one torch thread.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -22,6 +21,7 @@ from fieldrl.domains import get_domain
 from fieldrl.domains.base import Domain, EpisodeRecord
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation.store import RunFolder
+from fieldrl.names import slug
 from fieldrl.policies.base import Policy
 from fieldrl.scenario import HeuristicEntry, LearnedEntry, Scenario
 
@@ -36,10 +36,6 @@ RESULT_COLUMNS = [
     "metric",
     "value",
 ]
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "policy"
 
 
 def episode_seed(eval_seed: int, episode: int) -> int:
@@ -296,10 +292,10 @@ def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, ev
         lambda n, s: domain.make_train_vec_env(params, n, s),
         entry,
         job.seed,
-        folder.path / rel,
-        tensorboard_dir=folder.path / "tensorboard" / slug(job.variant),
+        folder.inside(rel),
+        tensorboard_dir=folder.inside(f"tensorboard/{slug(job.variant)}"),
         report=lambda done: events.put(("update", job.key, done)),
-        checkpoint_dir=folder.path / checkpoint_dir(job),
+        checkpoint_dir=folder.inside(checkpoint_dir(job)),
         demonstrations=partial(_demonstrations, scenario, domain, params, entry, job.seed)
         if entry.imitate is not None
         else None,
