@@ -29,6 +29,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fieldrl import api
@@ -162,6 +163,7 @@ def run(
     print_summary(result.summary)
     out.print(f"Run folder: {result.run_dir}")
     out.print(f"Report: {result.report}")
+    exit_if_episodes_failed(result.summary)
 
 
 @app.command()
@@ -202,8 +204,10 @@ def evaluate(
     api.evaluate(run_dir, backend_of(jobs, backend, address), show_progress=not quiet, trust=trust)
     from fieldrl.evaluation.store import RunFolder
 
-    print_summary(RunFolder(run_dir).read_json("summary.json"))
+    summary = RunFolder(run_dir).read_json("summary.json")
+    print_summary(summary)
     out.print(f"Results: {run_dir / 'results.parquet'}  (next: fieldrl report {run_dir})")
+    exit_if_episodes_failed(summary)
 
 
 @app.command()
@@ -265,6 +269,25 @@ def bench(
     out.print(f"Report: {results / suite_runner.SUITE_PDF}")
     if any(r.get("exit_status") for r in suite["runs"].values()):
         raise typer.Exit(1)
+
+
+#: exit status of a run or evaluation that finished but has failed episodes (simulator errors)
+EXIT_FAILED_EPISODES = 3
+
+
+def exit_if_episodes_failed(summary: dict[str, Any]) -> None:
+    """A finished run with failed held-out episodes says how many and exits with status 3."""
+    failed = summary.get("failed_episodes") or []
+    if failed:
+        err.print(
+            f"[bold red]failed:[/] {len(failed)} held-out episode(s) ended in a simulator error "
+            f"(first: {escape(str(failed[0]['reason']))}); they are left out of the numbers and listed "
+            "in the report",
+            highlight=False,
+            markup=True,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_FAILED_EPISODES)
 
 
 def print_summary(summary: dict[str, Any]) -> None:

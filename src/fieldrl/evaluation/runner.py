@@ -8,7 +8,8 @@ uses one torch thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from itertools import count, islice
@@ -155,34 +156,47 @@ def _one_at_a_time(
     return values, trace
 
 
+@contextmanager
+def _closed_after(envs: Any) -> Iterator[None]:
+    """Close ``envs`` when the block ends; if the block failed, its error wins over one from closing."""
+    close = getattr(envs, "close", None)
+    try:
+        yield
+    except BaseException:
+        if close is not None:
+            with suppress(Exception):
+                close()
+        raise
+    if close is not None:
+        close()
+
+
 def _run_batch(
     domain: Domain, params: Any, policy: Policy, seeds: list[int], cases: list[int] | None
 ) -> EpisodeRecord:
     envs = domain.make_eval_envs(params, seeds, cases)
-    obs = envs.reset()
-    n = len(seeds)
-    policy.reset(n)
-    bind = getattr(policy, "bind_envs", None)
-    if bind is not None:
-        bind(envs)
-    episode_start = np.ones(n, dtype=bool)
-    active = np.ones(n, dtype=bool)
-    rewards, actions, actives, terms = [], [], [], []
-    infos: dict[str, list[np.ndarray]] = {}
-    while active.any():
-        action = np.asarray(policy.act(obs, episode_start))
-        obs, reward, terminated, truncated, info = envs.step(action)
-        rewards.append(np.asarray(reward, dtype=float))
-        actions.append(action)
-        actives.append(active.copy())
-        terms.append(np.asarray(terminated, dtype=bool) & active)
-        for key, value in info.items():
-            infos.setdefault(key, []).append(np.asarray(value))
-        episode_start = np.zeros(n, dtype=bool)
-        active = active & ~(np.asarray(terminated) | np.asarray(truncated))
-    close = getattr(envs, "close", None)
-    if close is not None:
-        close()
+    with _closed_after(envs):  # also on a simulator error: it must free its simulator (libsumo)
+        obs = envs.reset()
+        n = len(seeds)
+        policy.reset(n)
+        bind = getattr(policy, "bind_envs", None)
+        if bind is not None:
+            bind(envs)
+        episode_start = np.ones(n, dtype=bool)
+        active = np.ones(n, dtype=bool)
+        rewards, actions, actives, terms = [], [], [], []
+        infos: dict[str, list[np.ndarray]] = {}
+        while active.any():
+            action = np.asarray(policy.act(obs, episode_start))
+            obs, reward, terminated, truncated, info = envs.step(action)
+            rewards.append(np.asarray(reward, dtype=float))
+            actions.append(action)
+            actives.append(active.copy())
+            terms.append(np.asarray(terminated, dtype=bool) & active)
+            for key, value in info.items():
+                infos.setdefault(key, []).append(np.asarray(value))
+            episode_start = np.zeros(n, dtype=bool)
+            active = active & ~(np.asarray(terminated) | np.asarray(truncated))
     return EpisodeRecord(
         rewards=np.stack(rewards),
         actions=np.stack(actions),

@@ -241,6 +241,18 @@ def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
             "Ranges in brackets are 95 % bootstrap confidence intervals."
         )
     )
+    failed = len(ctx.summary.get("failed_episodes") or [])
+    if failed:
+        runs = len(scenario.policies.heuristics) + len(scenario.policies.learned) * len(scenario.seeds.train)
+        total = n_eval * runs * len(scenario.variant_names)
+        story.append(
+            Paragraph(
+                f"<b>{failed} of {total} held-out episodes failed</b> (simulator errors, each retried "
+                "once on a fresh simulator) and are left out of every number in this report; the appendix "
+                "lists them.",
+                styles["Finding"],
+            )
+        )
     story.append(Paragraph("Key findings", styles["Heading2"]))
     lines = [line for v in scenario.variant_names for line in variant_findings(ctx.summary, v)]
     story.append(_bullets([ctx.para(line, "Finding") for line in lines + pair_findings(ctx.summary)]))
