@@ -6,6 +6,12 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 import fieldrl
+from fieldrl import api
 from fieldrl.cli import app
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
@@ -171,3 +178,87 @@ def test_an_untampered_run_still_reports(run_copy):
     result = cli.invoke(app, ["report", str(run_copy)])
     assert result.exit_code == 0, result.output
     assert json.loads((run_copy / "manifest.json").read_text())["files"]["report.pdf"]
+
+
+# ----------------------------------------------------------------------------- Ray addresses
+
+
+@pytest.fixture
+def not_ray() -> Iterator[int]:
+    """A TCP port that accepts connections and never answers (as a firewall or another service might)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def test_an_address_that_answers_tcp_but_is_not_ray_fails_fast_and_writes_nothing(
+    scenario_data, tmp_path, not_ray
+):
+    scenario_data["policies"]["learned"] = []
+    file = _write(tmp_path, scenario_data)
+    out = tmp_path / "run"
+    cmd = [
+        "run",
+        str(file),
+        "--out",
+        str(out),
+        "--quiet",
+        "--backend",
+        "ray",
+        "--address",
+        f"127.0.0.1:{not_ray}",
+    ]
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "fieldrl.cli", *cmd], capture_output=True, text=True, timeout=120
+    )
+    assert time.monotonic() - start < 30
+    flat = " ".join(done.stderr.split())
+    assert done.returncode == 2 and "not as Ray does" in flat and "Traceback" not in flat, flat
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("address", ["nonsense", "127.0.0.1:99999", "127.0.0.1:", ":6379", "ray://host"])
+def test_a_malformed_ray_address_is_refused_before_a_run_folder_exists(scenario_data, tmp_path, address):
+    file = _write(tmp_path, scenario_data)
+    out = tmp_path / "run"
+    args = ["run", str(file), "--out", str(out), "--quiet", "--backend", "ray", "--address", address]
+    _one_line_exit_2(args, f"--address = {address!r}", "not a Ray address")
+    assert not out.exists()
+
+
+def test_a_cluster_that_refuses_the_driver_leaves_no_run_folder(scenario_data, tmp_path, monkeypatch):
+    from fieldrl.evaluation import backends
+
+    def refuse(ray, jobs, address):
+        raise backends.BackendUnavailable(
+            "--address = 'x': cannot join a Ray cluster there (version mismatch)"
+        )
+
+    monkeypatch.setattr(backends, "_init_ray", refuse)
+    scenario_data["policies"]["learned"] = []
+    out = tmp_path / "run"
+    with pytest.raises(FieldrlError, match="version mismatch"):
+        fieldrl.run(
+            _write(tmp_path, scenario_data), out=out, jobs=api.Backend(name="ray"), show_progress=False
+        )
+    assert not out.exists()

@@ -7,12 +7,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
 import json
 import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import yaml
@@ -20,7 +23,7 @@ import yaml
 from fieldrl.domains import get_domain
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
-from fieldrl.evaluation.backends import check_address, execute
+from fieldrl.evaluation.backends import BackendUnavailable, check_address, execute
 from fieldrl.evaluation.store import RunFolder, library_versions
 from fieldrl.evaluation.summary import summarize
 from fieldrl.names import slug
@@ -28,6 +31,7 @@ from fieldrl.policies import checkpoint
 from fieldrl.progress import JobProgress
 from fieldrl.scenario import BUDGET_NAMES, Scenario, load_scenario, parse_scenario
 
+T = TypeVar("T")
 SCENARIO_FILE = "scenario.yaml"
 RUN_FILE = "run.json"
 
@@ -105,6 +109,30 @@ def _backend(jobs: int | Backend) -> Backend:
     return jobs if isinstance(jobs, Backend) else Backend(jobs=jobs)
 
 
+@contextlib.contextmanager
+def _discarded_if_unreachable(folder: RunFolder) -> Iterator[None]:
+    """A run folder created for a cluster that cannot be joined is removed again: nothing ran in it."""
+    try:
+        yield
+    except BackendUnavailable:
+        shutil.rmtree(folder.path, ignore_errors=True)
+        raise
+
+
+def _holding_run_folder(func: Callable[..., T]) -> Callable[..., T]:
+    """Run ``func(run_dir, ...)`` holding the run folder's lock: a second writer gets one clear error."""
+
+    @functools.wraps(func)
+    def locked(run_dir: str | Path, *args: Any, **kwargs: Any) -> T:
+        folder = RunFolder(run_dir)
+        if not folder.path.is_dir():
+            return func(run_dir, *args, **kwargs)  # which says so
+        with folder.lock():
+            return func(run_dir, *args, **kwargs)
+
+    return locked
+
+
 def train(
     scenario: str | Path,
     out: str | Path | None = None,
@@ -114,7 +142,8 @@ def train(
 ) -> Path:
     """Create a run folder and train every learned policy on every train seed and variant."""
     folder = create_run(scenario, out, budget)
-    train_in(folder, jobs, show_progress)
+    with _discarded_if_unreachable(folder), folder.lock():
+        train_in(folder, jobs, show_progress)
     return folder.path
 
 
@@ -151,6 +180,7 @@ def train_in(folder: RunFolder, jobs: int | Backend = 1, show_progress: bool = T
         )
 
 
+@_holding_run_folder
 def evaluate(
     run_dir: str | Path,
     jobs: int | Backend = 1,
@@ -229,6 +259,7 @@ def _forget_partials(folder: RunFolder) -> None:
     shutil.rmtree(folder.path / "partial", ignore_errors=True)
 
 
+@_holding_run_folder
 def report(run_dir: str | Path) -> Path:
     """(Re-)render ``report.pdf`` from a run folder's results; never trains or steps an env."""
     from fieldrl.reports.pdf import build_report
@@ -247,9 +278,11 @@ def run(
 ) -> RunResult:
     """Train, evaluate and report in one go; returns the run folder, results and report path."""
     folder = create_run(scenario, out, budget)
-    return _finish(folder, jobs, show_progress, resume=False)
+    with _discarded_if_unreachable(folder), folder.lock():
+        return _finish(folder, jobs, show_progress, resume=False)
 
 
+@_holding_run_folder
 def resume(run_dir: str | Path, jobs: int | Backend = 1, show_progress: bool = True) -> RunResult:
     """Finish an interrupted run: train what is untrained (from checkpoints), evaluate what is
     unevaluated, and report. Finished work is never redone."""

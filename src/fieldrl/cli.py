@@ -33,7 +33,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fieldrl import api
-from fieldrl.errors import FieldrlError
+from fieldrl.errors import FieldrlError, Terminated
 
 app = typer.Typer(
     add_completion=False,
@@ -92,6 +92,11 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except FieldrlError as exc:
             err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
             raise typer.Exit(2) from None
+        except Terminated:
+            err.print(
+                "terminated (SIGTERM): files already written are complete; nothing half-written was left"
+            )
+            raise typer.Exit(143) from None
         except KeyboardInterrupt:
             err.print("interrupted: files already written are complete; nothing half-written was left")
             raise typer.Exit(130) from None
@@ -317,9 +322,19 @@ def print_summary(summary: dict[str, Any]) -> None:
         out.print(table)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated  # handled like Ctrl-C: workers stopped, one line, exit 143
+
+
 def main() -> None:
+    # SIGTERM (kill, systemd, a batch scheduler) stops a run like Ctrl-C. Only here, in the command's
+    # own process: fieldrl's worker processes import this module too, and the pool stops them with it.
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         app()
+    except Terminated:  # pragma: no cover - user_errors normally handles this
+        sys.exit(143)
     except KeyboardInterrupt:  # pragma: no cover - typer normally handles this
         sys.exit(130)
 

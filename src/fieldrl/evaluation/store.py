@@ -10,12 +10,15 @@ fieldrl wrote when it saved the file.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
 import os
 import platform
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -23,8 +26,13 @@ from typing import Any
 import pandas as pd
 
 from fieldrl.errors import FieldrlError
+from fieldrl.processes import orphaned
 
 MANIFEST = "manifest.json"
+#: held (``flock``) by the one process writing a run folder; not part of the manifest
+LOCK_FILE = ".fieldrl.lock"
+
+_held_locks: dict[Path, list[int]] = {}  # lock file -> [fd, depth]: the locks this process holds
 
 
 def _umask() -> int:
@@ -50,6 +58,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, FILE_MODE)
+        if orphaned():  # a worker whose run ended (killed): its files are no longer its to write
+            Path(tmp).unlink(missing_ok=True)
+            os._exit(1)
         os.replace(tmp, path)
     except OSError as exc:
         if tmp is not None:
@@ -116,6 +127,40 @@ class RunFolder:
                 "(policy and variant names must not name other folders)"
             )
         return target
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold this run folder for writing: one fieldrl process at a time, re-entrant in that process.
+
+        An exclusive ``flock`` on a file inside the folder; the kernel releases it when the holder
+        exits, ``kill -9`` included, so a stale lock cannot outlive its process.
+        """
+        key = (self.path / LOCK_FILE).resolve()
+        if key in _held_locks:
+            _held_locks[key][1] += 1
+            try:
+                yield
+            finally:
+                _held_locks[key][1] -= 1
+            return
+        fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise FieldrlError(
+                f"{self.path}: another fieldrl process (pid {holder}) is writing this run folder; "
+                "let it finish or stop it, then retry"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        _held_locks[key] = [fd, 1]
+        try:
+            yield
+        finally:
+            del _held_locks[key]
+            os.close(fd)  # releases the lock
 
     # -- writing -------------------------------------------------------------------------
     def write_bytes(self, rel: str, data: bytes, record: bool = True) -> Path:
