@@ -101,8 +101,13 @@ def test_a_huge_scenario_file_is_refused_unread(tmp_path: Path):
             ),
             ["report.bootstrap_samples", "bootstrap draws"],
         ),
+        (lambda d: d.update(variants={f"v{i}": {} for i in range(1001)}), ["variants", "at most 1000"]),
+        (
+            lambda d: d["policies"].update(heuristics=[{"use": "none", "name": f"h{i}"} for i in range(101)]),
+            ["policies.heuristics", "at most 100"],
+        ),
     ],
-    ids=["eval-count", "seed-overflow", "episodes", "train-seeds", "bootstrap"],
+    ids=["eval-count", "seed-overflow", "episodes", "train-seeds", "bootstrap", "variants", "policies"],
 )
 def test_counts_that_size_memory_are_capped(scenario_data, mutate, pieces):
     scenario_data.setdefault("report", {})

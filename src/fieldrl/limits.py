@@ -25,6 +25,9 @@ MAX_NODES = 200_000
 #: most held-out seeds and most training seeds a scenario may list or generate
 MAX_EVAL_SEEDS = 100_000
 MAX_TRAIN_SEEDS = 1_000
+#: most variants, and most heuristic (or learned) policies, a scenario may list
+MAX_VARIANTS = 1_000
+MAX_POLICIES = 100
 #: most evaluation episodes a run may hold: eval seeds x episodes x policy runs x variants
 MAX_EVAL_EPISODES = 1_000_000
 #: most training jobs: variants x learned policies x training seeds

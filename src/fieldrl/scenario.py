@@ -30,9 +30,11 @@ from fieldrl.limits import (
     MAX_BOOTSTRAP_DRAWS,
     MAX_EVAL_EPISODES,
     MAX_EVAL_SEEDS,
+    MAX_POLICIES,
     MAX_SCENARIO_BYTES,
     MAX_TRAIN_JOBS,
     MAX_TRAIN_SEEDS,
+    MAX_VARIANTS,
     check_finite,
     load_yaml,
 )
@@ -118,8 +120,8 @@ class LearnedEntry(Strict):
 
 
 class Policies(Strict):
-    heuristics: list[HeuristicEntry] = Field(default_factory=list)
-    learned: list[LearnedEntry] = Field(default_factory=list)
+    heuristics: list[HeuristicEntry] = Field(default_factory=list, max_length=MAX_POLICIES)
+    learned: list[LearnedEntry] = Field(default_factory=list, max_length=MAX_POLICIES)
 
     @model_validator(mode="after")
     def _unique_labels(self) -> Policies:
@@ -191,7 +193,9 @@ class ReportOptions(Strict):
     bootstrap_samples: int = Field(2000, ge=100, le=100_000)
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     comparisons: list[Comparison] = Field(
-        default_factory=list, description="extra paired comparisons (policy minus baseline) per variant"
+        default_factory=list,
+        max_length=MAX_POLICIES,
+        description="extra paired comparisons (policy minus baseline) per variant",
     )
 
 
@@ -201,7 +205,9 @@ class Scenario(Strict):
     description: str = ""
     params: dict[str, Any] = Field(default_factory=dict)
     variants: dict[Annotated[SafeName, Field(max_length=80)], dict[str, Any]] = Field(
-        default_factory=dict, description="named parameter overrides, evaluated separately"
+        default_factory=dict,
+        max_length=MAX_VARIANTS,
+        description="named parameter overrides, evaluated separately",
     )
     policies: Policies
     seeds: Seeds
