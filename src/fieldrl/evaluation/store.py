@@ -10,6 +10,7 @@ fieldrl wrote when it saved the file.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import io
@@ -143,7 +144,12 @@ class RunFolder:
             finally:
                 _held_locks[key][1] -= 1
             return
-        fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise FieldrlError(
+                f"{self.path}: cannot write in this run folder ({exc.strerror or exc})"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -153,6 +159,12 @@ class RunFolder:
                 f"{self.path}: another fieldrl process (pid {holder}) is writing this run folder; "
                 "let it finish or stop it, then retry"
             ) from None
+        except OSError as exc:  # a file system without locks (some network mounts): go on unlocked
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                os.close(fd)
+                raise FieldrlError(
+                    f"{self.path}: cannot lock this run folder ({exc.strerror or exc})"
+                ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         _held_locks[key] = [fd, 1]
