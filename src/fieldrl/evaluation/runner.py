@@ -176,27 +176,31 @@ def _run_batch(
 ) -> EpisodeRecord:
     envs = domain.make_eval_envs(params, seeds, cases)
     with _closed_after(envs):  # also on a simulator error: it must free its simulator (libsumo)
-        obs = envs.reset()
-        n = len(seeds)
-        policy.reset(n)
-        bind = getattr(policy, "bind_envs", None)
-        if bind is not None:
-            bind(envs)
-        episode_start = np.ones(n, dtype=bool)
-        active = np.ones(n, dtype=bool)
-        rewards, actions, actives, terms = [], [], [], []
-        infos: dict[str, list[np.ndarray]] = {}
-        while active.any():
-            action = np.asarray(policy.act(obs, episode_start))
-            obs, reward, terminated, truncated, info = envs.step(action)
-            rewards.append(np.asarray(reward, dtype=float))
-            actions.append(action)
-            actives.append(active.copy())
-            terms.append(np.asarray(terminated, dtype=bool) & active)
-            for key, value in info.items():
-                infos.setdefault(key, []).append(np.asarray(value))
-            episode_start = np.zeros(n, dtype=bool)
-            active = active & ~(np.asarray(terminated) | np.asarray(truncated))
+        return _play(envs, policy, len(seeds))
+
+
+def _play(envs: Any, policy: Policy, n: int) -> EpisodeRecord:
+    """Step ``n`` episodes of ``envs`` with ``policy`` until every one has ended."""
+    obs = envs.reset()
+    policy.reset(n)
+    bind = getattr(policy, "bind_envs", None)
+    if bind is not None:
+        bind(envs)
+    episode_start = np.ones(n, dtype=bool)
+    active = np.ones(n, dtype=bool)
+    rewards, actions, actives, terms = [], [], [], []
+    infos: dict[str, list[np.ndarray]] = {}
+    while active.any():
+        action = np.asarray(policy.act(obs, episode_start))
+        obs, reward, terminated, truncated, info = envs.step(action)
+        rewards.append(np.asarray(reward, dtype=float))
+        actions.append(action)
+        actives.append(active.copy())
+        terms.append(np.asarray(terminated, dtype=bool) & active)
+        for key, value in info.items():
+            infos.setdefault(key, []).append(np.asarray(value))
+        episode_start = np.zeros(n, dtype=bool)
+        active = active & ~(np.asarray(terminated) | np.asarray(truncated))
     return EpisodeRecord(
         rewards=np.stack(rewards),
         actions=np.stack(actions),
