@@ -177,14 +177,29 @@ def test_wealth_portfolio_beyond_the_frontier_is_refused_at_validation():
 @pytest.mark.parametrize(
     ("params", "pieces"),
     [
-        ({"uav_bandwidth_mhz": 0.0}, ["uav_bandwidth_mhz", "greater than 0"]),
-        ({"bs_bandwidth_mhz": 0.0}, ["bs_bandwidth_mhz", "greater than 0"]),
         ({"area_m": 200.0, "d_min_m": 500.0, "n_uavs": 2}, ["d_min_m (500) cannot hold between 2 UAVs"]),
         ({"area_m": 400.0, "d_min_m": 400.0, "n_uavs": 8, "z_max_m": 60.0}, ["cannot hold between 8 UAVs"]),
     ],
 )
 def test_impossible_uav_settings_are_refused(params, pieces):
     _refused(_dump(_heuristic_only("uav", params, {"use": "all-local"})), *pieces)
+
+
+def test_zero_bandwidth_with_no_completed_task_reports_no_delay_rather_than_0_ms():
+    """Zero bandwidth keeps every task local (a valid ablation); where none of them can finish in
+    time, the mean delay of completed tasks is not measured, not a perfect 0 ms."""
+    from fieldrl.domains.uav.env import UavParallelEnv
+    from fieldrl.simulators.uav_params import UavParams
+
+    slow = {"bits_min_mbit": 1.0, "bits_max_mbit": 1.0, "cpb_min": 1000.0, "cpb_max": 1000.0}
+    params = UavParams(uav_bandwidth_mhz=0.0, bs_bandwidth_mhz=0.0, n_vehicles=4, episode_slots=3, **slow)
+    env = UavParallelEnv(params)
+    env.reset(seed=1)
+    while env.agents:
+        env.step({a: env.n_actions - 1 for a in env.agents})
+    info = env.episode_info()
+    assert info["success_rate"] == 0.0
+    assert math.isnan(info["mean_delay_ms"])
 
 
 def test_possible_uav_separation_is_accepted():
