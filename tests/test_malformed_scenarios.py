@@ -105,7 +105,8 @@ def test_nan_and_infinity_are_named_not_crashed(tmp_path: Path):
     file.write_text(yaml.safe_dump(base, sort_keys=False))
     result = cli.invoke(app, ["validate", str(file)])
     flat = " ".join(result.output.split())
-    assert result.exit_code == 2 and "policies.learned[0]" in flat and "learning rate: nan" in flat
+    assert result.exit_code == 2 and "policies.learned[0].hyperparameters.learning_rate = nan" in flat
+    assert "finite" in flat
 
 
 def _with_hyperparameter(name: str, learned: int, key: str, value: Any, tmp_path: Path) -> Path:

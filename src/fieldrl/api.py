@@ -7,12 +7,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
 import json
 import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import yaml
@@ -20,13 +23,15 @@ import yaml
 from fieldrl.domains import get_domain
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
-from fieldrl.evaluation.backends import check_address, execute
+from fieldrl.evaluation.backends import BackendUnavailable, check_address, execute
 from fieldrl.evaluation.store import RunFolder, library_versions
 from fieldrl.evaluation.summary import summarize
+from fieldrl.names import slug
 from fieldrl.policies import checkpoint
 from fieldrl.progress import JobProgress
 from fieldrl.scenario import BUDGET_NAMES, Scenario, load_scenario, parse_scenario
 
+T = TypeVar("T")
 SCENARIO_FILE = "scenario.yaml"
 RUN_FILE = "run.json"
 
@@ -53,12 +58,15 @@ def create_run(scenario: str | Path, out: str | Path | None = None, budget: str 
     resolved = load_scenario(scenario).with_budget(budget)
     if out is None:
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path("runs") / f"{resolved.name}-{budget}-{stamp}"
+        out = Path("runs") / f"{slug(resolved.name)}-{budget}-{stamp}"
     path = Path(out)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise FieldrlError(f"--out = {str(path)!r}: already exists and is not empty; choose a new folder")
     folder = RunFolder(path)
-    snapshot = yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    # the budget is applied already (run.json names it): its caps are not kept to be applied again
+    snapshot = yaml.safe_dump(
+        resolved.model_dump(mode="json", exclude={"budgets"}), sort_keys=False, allow_unicode=True
+    )
     folder.write_text(SCENARIO_FILE, snapshot, record=False)
     meta = {"source": str(scenario), "budget": budget, "created": dt.datetime.now().isoformat()}
     folder.write_json(RUN_FILE, meta, record=False)
@@ -71,9 +79,15 @@ def open_run(run_dir: str | Path) -> tuple[RunFolder, Scenario, dict[str, Any]]:
     folder = RunFolder(run_dir)
     if not folder.path.is_dir():
         raise FieldrlError(f"RUN_DIR = {str(run_dir)!r}: no such folder")
-    snapshot = folder.require(SCENARIO_FILE, "not a fieldrl run folder")
-    scenario = parse_scenario(snapshot.read_text("utf-8"), str(snapshot))
+    snapshot = folder.read_verified(SCENARIO_FILE, "not a fieldrl run folder")
+    try:
+        text = snapshot.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FieldrlError(f"{folder.path / SCENARIO_FILE}: not readable as text ({exc})") from None
+    scenario = parse_scenario(text, str(folder.path / SCENARIO_FILE))
     meta = folder.read_json(RUN_FILE) if (folder.path / RUN_FILE).exists() else {"budget": "full"}
+    if not isinstance(meta, dict):
+        raise FieldrlError(f"{folder.path / RUN_FILE}: not the mapping fieldrl writes")
     return folder, scenario, meta
 
 
@@ -98,6 +112,30 @@ def _backend(jobs: int | Backend) -> Backend:
     return jobs if isinstance(jobs, Backend) else Backend(jobs=jobs)
 
 
+@contextlib.contextmanager
+def _discarded_if_unreachable(folder: RunFolder) -> Iterator[None]:
+    """A run folder created for a cluster that cannot be joined is removed again: nothing ran in it."""
+    try:
+        yield
+    except BackendUnavailable:
+        shutil.rmtree(folder.path, ignore_errors=True)
+        raise
+
+
+def _holding_run_folder(func: Callable[..., T]) -> Callable[..., T]:
+    """Run ``func(run_dir, ...)`` holding the run folder's lock: a second writer gets one clear error."""
+
+    @functools.wraps(func)
+    def locked(run_dir: str | Path, *args: Any, **kwargs: Any) -> T:
+        folder = RunFolder(run_dir)
+        if not folder.path.is_dir():
+            return func(run_dir, *args, **kwargs)  # which says so
+        with folder.lock():
+            return func(run_dir, *args, **kwargs)
+
+    return locked
+
+
 def train(
     scenario: str | Path,
     out: str | Path | None = None,
@@ -107,7 +145,8 @@ def train(
 ) -> Path:
     """Create a run folder and train every learned policy on every train seed and variant."""
     folder = create_run(scenario, out, budget)
-    train_in(folder, jobs, show_progress)
+    with _discarded_if_unreachable(folder), folder.lock():
+        train_in(folder, jobs, show_progress)
     return folder.path
 
 
@@ -136,7 +175,7 @@ def train_in(folder: RunFolder, jobs: int | Backend = 1, show_progress: bool = T
 
     def finished(index: int, written: list[str]) -> None:
         folder.record(*written)
-        checkpoint.remove_checkpoint(folder.path / runner.checkpoint_dir(todo[index]))
+        checkpoint.remove_checkpoint(folder.inside(runner.checkpoint_dir(todo[index])))
 
     with JobProgress("training", len(todo), enabled=show_progress) as progress:
         _backend(jobs).execute(
@@ -144,6 +183,7 @@ def train_in(folder: RunFolder, jobs: int | Backend = 1, show_progress: bool = T
         )
 
 
+@_holding_run_folder
 def evaluate(
     run_dir: str | Path,
     jobs: int | Backend = 1,
@@ -250,6 +290,7 @@ def _forget_partials(folder: RunFolder) -> None:
     shutil.rmtree(folder.path / "partial", ignore_errors=True)
 
 
+@_holding_run_folder
 def report(run_dir: str | Path) -> Path:
     """(Re-)render ``report.pdf`` from a run folder's results; never trains or steps an env."""
     from fieldrl.reports.pdf import build_report
@@ -268,9 +309,11 @@ def run(
 ) -> RunResult:
     """Train, evaluate and report in one go; returns the run folder, results and report path."""
     folder = create_run(scenario, out, budget)
-    return _finish(folder, jobs, show_progress, resume=False)
+    with _discarded_if_unreachable(folder), folder.lock():
+        return _finish(folder, jobs, show_progress, resume=False)
 
 
+@_holding_run_folder
 def resume(run_dir: str | Path, jobs: int | Backend = 1, show_progress: bool = True) -> RunResult:
     """Finish an interrupted run: train what is untrained (from checkpoints), evaluate what is
     unevaluated, and report. Finished work is never redone."""
@@ -284,7 +327,7 @@ def _finish(folder: RunFolder, jobs: int | Backend, show_progress: bool, resume:
     train_in(folder, jobs, show_progress)
     results = evaluate(folder.path, jobs, show_progress, resume=resume)
     pdf = report(folder.path)
-    summary = json.loads((folder.path / "summary.json").read_text("utf-8"))
+    summary = folder.read_json("summary.json")
     return RunResult(folder.path, results, summary, pdf)
 
 
@@ -326,9 +369,9 @@ def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
     rows = []
     for run_dir in unique:
         folder, _, _ = open_run(run_dir)
-        folder.require("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
+        summary = folder.read_json("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
         label = str(folder.path) if names_clash else folder.path.name
-        for variant, entry in folder.read_json("summary.json")["variants"].items():
+        for variant, entry in summary["variants"].items():
             for policy, kpis in entry["policies"].items():
                 for kpi, stats in kpis.items():
                     mean = stats["mean"]

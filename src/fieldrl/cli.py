@@ -29,10 +29,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fieldrl import api
-from fieldrl.errors import FieldrlError
+from fieldrl.errors import FieldrlError, Terminated
 
 app = typer.Typer(
     add_completion=False,
@@ -91,6 +92,11 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except FieldrlError as exc:
             err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
             raise typer.Exit(2) from None
+        except Terminated:
+            err.print(
+                "terminated (SIGTERM): files already written are complete; nothing half-written was left"
+            )
+            raise typer.Exit(143) from None
         except KeyboardInterrupt:
             err.print("interrupted: files already written are complete; nothing half-written was left")
             raise typer.Exit(130) from None
@@ -162,6 +168,7 @@ def run(
     print_summary(result.summary)
     out.print(f"Run folder: {result.run_dir}")
     out.print(f"Report: {result.report}")
+    exit_if_episodes_failed(result.summary)
 
 
 @app.command()
@@ -202,8 +209,10 @@ def evaluate(
     api.evaluate(run_dir, backend_of(jobs, backend, address), show_progress=not quiet, trust=trust)
     from fieldrl.evaluation.store import RunFolder
 
-    print_summary(RunFolder(run_dir).read_json("summary.json"))
+    summary = RunFolder(run_dir).read_json("summary.json")
+    print_summary(summary)
     out.print(f"Results: {run_dir / 'results.parquet'}  (next: fieldrl report {run_dir})")
+    exit_if_episodes_failed(summary)
 
 
 @app.command()
@@ -340,6 +349,25 @@ def bench(
         raise typer.Exit(1)
 
 
+#: exit status of a run or evaluation that finished but has failed episodes (simulator errors)
+EXIT_FAILED_EPISODES = 3
+
+
+def exit_if_episodes_failed(summary: dict[str, Any]) -> None:
+    """A finished run with failed held-out episodes says how many and exits with status 3."""
+    failed = summary.get("failed_episodes") or []
+    if failed:
+        err.print(
+            f"[bold red]failed:[/] {len(failed)} held-out episode(s) ended in a simulator error "
+            f"(first: {escape(str(failed[0]['reason']))}); they are left out of the numbers and listed "
+            "in the report",
+            highlight=False,
+            markup=True,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_FAILED_EPISODES)
+
+
 def print_summary(summary: dict[str, Any]) -> None:
     """One table per variant: KPI means with their 95 % CIs; * marks the best of each kind.
 
@@ -367,9 +395,19 @@ def print_summary(summary: dict[str, Any]) -> None:
         out.print(table)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated  # handled like Ctrl-C: workers stopped, one line, exit 143
+
+
 def main() -> None:
+    # SIGTERM (kill, systemd, a batch scheduler) stops a run like Ctrl-C. Only here, in the command's
+    # own process: fieldrl's worker processes import this module too, and the pool stops them with it.
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         app()
+    except Terminated:  # pragma: no cover - user_errors normally handles this
+        sys.exit(143)
     except KeyboardInterrupt:  # pragma: no cover - typer normally handles this
         sys.exit(130)
 

@@ -37,3 +37,7 @@ MISSING = _MISSING
 def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C (workers stopped, nothing half-written) but reported as exit 143."""

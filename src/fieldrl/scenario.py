@@ -13,10 +13,31 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from fieldrl.errors import MISSING, ScenarioError
+from fieldrl.limits import (
+    MAX_BOOTSTRAP_DRAWS,
+    MAX_EVAL_EPISODES,
+    MAX_EVAL_SEEDS,
+    MAX_POLICIES,
+    MAX_SCENARIO_BYTES,
+    MAX_TRAIN_JOBS,
+    MAX_TRAIN_SEEDS,
+    MAX_VARIANTS,
+    check_finite,
+    load_yaml,
+)
+from fieldrl.names import check_name, slug_clash
 
 BUDGET_NAMES = ("quick", "medium", "full")
 
@@ -30,11 +51,15 @@ def _expand_seeds(value: Any) -> Any:
         start, count = value.get("start", 0), value.get("count")
         if not isinstance(start, int) or not isinstance(count, int) or count < 1 or start < 0:
             raise ValueError("a seed range needs integers start >= 0 and count >= 1")
+        if count > MAX_EVAL_SEEDS or start + count > 2**32:
+            raise ValueError(f"a seed range has count <= {MAX_EVAL_SEEDS:,} and start + count <= 2**32")
         return list(range(start, start + count))
     return value
 
 
 SeedList = Annotated[list[Annotated[int, Field(ge=0, lt=2**32)]], BeforeValidator(_expand_seeds)]
+#: a policy, variant or scenario name: it becomes a path component in the run folder
+SafeName = Annotated[str, AfterValidator(check_name)]
 
 
 class Strict(BaseModel):
@@ -45,7 +70,7 @@ class HeuristicEntry(Strict):
     """A baseline controller from the domain's catalogue."""
 
     use: str = Field(description="heuristic name in the domain (see `fieldrl list`)")
-    name: str | None = Field(None, min_length=1, max_length=40, description="label in reports")
+    name: SafeName | None = Field(None, min_length=1, max_length=40, description="label in reports")
     settings: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -92,7 +117,7 @@ class LearnedEntry(Strict):
     """A policy trained with a Stable-Baselines3 / sb3-contrib algorithm."""
 
     algorithm: str
-    name: str | None = Field(None, min_length=1, max_length=40)
+    name: SafeName | None = Field(None, min_length=1, max_length=40)
     policy: str = "MlpPolicy"
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     train_steps: int = Field(ge=1, le=10**9, description="training budget in env steps")
@@ -139,8 +164,8 @@ class LearnedEntry(Strict):
 
 
 class Policies(Strict):
-    heuristics: list[HeuristicEntry] = Field(default_factory=list)
-    learned: list[LearnedEntry] = Field(default_factory=list)
+    heuristics: list[HeuristicEntry] = Field(default_factory=list, max_length=MAX_POLICIES)
+    learned: list[LearnedEntry] = Field(default_factory=list, max_length=MAX_POLICIES)
 
     @model_validator(mode="after")
     def _unique_labels(self) -> Policies:
@@ -150,17 +175,21 @@ class Policies(Strict):
         dupes = sorted({x for x in labels if labels.count(x) > 1})
         if dupes:
             raise ValueError(f"policy names must be unique; {dupes} appear more than once (set `name`)")
+        clash = slug_clash(labels)
+        if clash:
+            raise ValueError(f"policy names {list(clash)} would share one folder in the run; rename one")
         return self
 
 
 class Seeds(Strict):
     """Three disjoint seed sets: training, validation (model selection and tuning), held-out evaluation."""
 
-    train: SeedList = Field(min_length=1)
-    eval: SeedList = Field(min_length=1)
+    train: SeedList = Field(min_length=1, max_length=MAX_TRAIN_SEEDS)
+    eval: SeedList = Field(min_length=1, max_length=MAX_EVAL_SEEDS)
     validation: SeedList | None = Field(
         None,
         min_length=1,
+        max_length=MAX_EVAL_SEEDS,
         description="seeds for choosing among checkpoints and for tuning; never the held-out ones",
     )
 
@@ -213,6 +242,12 @@ class Comparison(Strict):
     policy: str
     baseline: str
 
+    @model_validator(mode="after")
+    def _two_policies(self) -> Comparison:
+        if self.policy == self.baseline:
+            raise ValueError(f"compares {self.policy!r} with itself; a paired comparison needs two policies")
+        return self
+
 
 class ReportOptions(Strict):
     title: str | None = None
@@ -220,23 +255,35 @@ class ReportOptions(Strict):
     bootstrap_samples: int = Field(2000, ge=100, le=100_000)
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     comparisons: list[Comparison] = Field(
-        default_factory=list, description="extra paired comparisons (policy minus baseline) per variant"
+        default_factory=list,
+        max_length=MAX_POLICIES,
+        description="extra paired comparisons (policy minus baseline) per variant",
     )
 
 
 class Scenario(Strict):
-    name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: SafeName = Field(min_length=1, max_length=80)
     domain: str
     description: str = ""
     params: dict[str, Any] = Field(default_factory=dict)
-    variants: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="named parameter overrides, evaluated separately"
+    variants: dict[Annotated[SafeName, Field(max_length=80)], dict[str, Any]] = Field(
+        default_factory=dict,
+        max_length=MAX_VARIANTS,
+        description="named parameter overrides, evaluated separately",
     )
     policies: Policies
     seeds: Seeds
     episodes_per_seed: int = Field(1, ge=1, le=10_000)
     budgets: dict[Literal["quick", "medium", "full"], Budget] = Field(default_factory=dict)
     report: ReportOptions = Field(default_factory=ReportOptions)
+
+    @field_validator("variants")
+    @classmethod
+    def _variant_folders(cls, variants: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        clash = slug_clash(variants)
+        if clash:
+            raise ValueError(f"variant names {list(clash)} would share one folder in the run; rename one")
+        return variants
 
     @property
     def variant_names(self) -> list[str]:
@@ -312,6 +359,14 @@ def _scenario_source(ref: str | Path) -> tuple[str, str, Any]:
     path = Path(ref)
     if path.is_file():
         try:
+            if path.stat().st_size > MAX_SCENARIO_BYTES:
+                size = path.stat().st_size
+                raise ScenarioError(
+                    str(path),
+                    "",
+                    MISSING,
+                    f"file is {size:,} bytes; scenarios are limited to {MAX_SCENARIO_BYTES:,}",
+                )
             return str(path), path.read_text(encoding="utf-8"), path.parent
         except (OSError, UnicodeDecodeError) as exc:
             raise ScenarioError(str(path), "", MISSING, f"cannot read file ({exc})") from None
@@ -360,12 +415,14 @@ def _read_tuned(base: Any, rel: str, source: str, where: str) -> TunedFile:
         raw = target.read_bytes()[: MAX_TUNED_FILE_BYTES + 1]
         if len(raw) > MAX_TUNED_FILE_BYTES:
             raise ValueError(f"larger than {MAX_TUNED_FILE_BYTES // 1024} KiB")
-        data = yaml.safe_load(raw.decode("utf-8"))
-    except (OSError, ValueError, yaml.YAMLError) as exc:
+        text = raw.decode("utf-8")
+    except (OSError, ValueError) as exc:
         why = "no such file" if isinstance(exc, FileNotFoundError) else f"cannot read it ({exc})"
         raise ScenarioError(
             source, where, rel, f"{why}; give the YAML file `fieldrl tune` wrote, relative to the scenario"
         ) from None
+    data = load_yaml(text, f"{source} -> {rel}")
+    check_finite(data, f"{source} -> {rel}")
     return _validate(TunedFile, data, f"{source} -> {rel}")
 
 
@@ -396,25 +453,55 @@ def _resolve_tuned(scenario: Scenario, source: str, base: Any) -> Scenario:
 
 def parse_scenario(text: str, source: str = "<scenario>", base: Any = None) -> Scenario:
     """Validate a scenario's YAML text; ``base`` is the folder its relative paths start from."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError(source, where, MISSING, f"YAML syntax error: {problem}") from None
+    data = load_yaml(text, source)  # size, nesting and alias limits; syntax errors with their line
     if not isinstance(data, dict):
         raise ScenarioError(source, "", MISSING, "a scenario must be a YAML mapping (key: value)")
+    check_finite(data, source)
     scenario = _resolve_tuned(_validate(Scenario, data, source), source, base)
+    _check_sizes(scenario, source)
     _validate_domain_parts(scenario, source)
     return scenario
 
 
+def _check_sizes(scenario: Scenario, source: str) -> None:
+    """Counts that size the run's memory (results table, jobs, bootstrap draws) stay bounded."""
+    variants, learned = len(scenario.variant_names), len(scenario.policies.learned)
+    n_train, n_eval = len(scenario.seeds.train), len(scenario.seeds.eval)
+    runs = len(scenario.policies.heuristics) + learned * n_train
+    episodes = n_eval * scenario.episodes_per_seed * runs * variants
+    if episodes > MAX_EVAL_EPISODES:
+        raise ScenarioError(
+            source,
+            "seeds.eval",
+            f"{n_eval:,} seeds",
+            f"{episodes:,} evaluation episodes (eval seeds x episodes_per_seed x policies and their "
+            f"training seeds x variants); at most {MAX_EVAL_EPISODES:,}",
+        )
+    if variants * learned * n_train > MAX_TRAIN_JOBS:
+        raise ScenarioError(
+            source,
+            "seeds.train",
+            f"{n_train:,} seeds",
+            f"{variants * learned * n_train:,} training jobs (variants x learned policies x train seeds); "
+            f"at most {MAX_TRAIN_JOBS:,}",
+        )
+    draws = scenario.report.bootstrap_samples * n_eval
+    if draws > MAX_BOOTSTRAP_DRAWS:
+        raise ScenarioError(
+            source,
+            "report.bootstrap_samples",
+            scenario.report.bootstrap_samples,
+            f"x {n_eval:,} eval seeds = {draws:,} bootstrap draws; at most {MAX_BOOTSTRAP_DRAWS:,}",
+        )
+
+
 def _validate(model: type[BaseModel], data: Any, source: str, prefix: str = "") -> Any:
     try:
-        return model.model_validate(data)
+        validated = model.model_validate(data)
     except ValidationError as exc:
         raise _scenario_error(exc, model, data, source, prefix) from None
+    check_finite(validated.model_dump(), source, prefix)  # e.g. the string "inf" read as a float
+    return validated
 
 
 def _loc_text(prefix: str, loc: tuple[Any, ...]) -> str:
@@ -434,6 +521,8 @@ def _scenario_error(
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))  # drop union tags
     field = _loc_text(prefix, loc)
     value = err.get("input", MISSING)
+    if err["loc"] and err["loc"][-1] == "[key]":  # a mapping's key: name the mapping, show the key
+        field = _loc_text(prefix, loc[:-1]) + " (a key)"
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         allowed = _fields_at(model, loc[:-1])

@@ -254,6 +254,7 @@ def check_heuristics(scenario: Any, source: str) -> None:
         for i, entry in enumerate(scenario.policies.heuristics):
             problem = domain.heuristic_problem(entry.use, params)
             if problem is None:
+                _check_build(domain, entry, params, source, f"policies.heuristics[{i}]", variant)
                 continue
             allowed = [h for h in sorted(domain.heuristics) if domain.heuristic_problem(h, params) is None]
             where = "" if variant == "default" else f" (variant {variant})"
@@ -263,3 +264,20 @@ def check_heuristics(scenario: Any, source: str) -> None:
                 entry.use,
                 f"{problem}{where}; heuristics allowed with these params: {', '.join(allowed) or 'none'}",
             )
+
+
+def _check_build(
+    domain: Domain, entry: Any, params: BaseModel, source: str, where: str, variant: str
+) -> None:
+    """Build the heuristic once, so that a setting only its constructor can judge (a portfolio index
+    beyond the frontier, say) is refused at validation rather than in the middle of a run."""
+    from fieldrl.errors import ScenarioError
+
+    spec = domain.heuristics[entry.use]
+    settings = spec.settings_model.model_validate(entry.settings)
+    try:
+        spec.build(settings, params, entry.label)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        shown = f" (variant {variant})" if variant != "default" else ""
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise ScenarioError(source, f"{where}.settings", entry.settings, f"{text}{shown}") from None

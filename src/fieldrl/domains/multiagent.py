@@ -322,5 +322,12 @@ class ParallelLockstepEnvs:
         return self._masks.copy()
 
     def close(self) -> None:
+        """Close every episode's simulator, even if one fails to close (its error is raised after)."""
+        errors = []
         for env in self.envs:
-            env.close()
+            try:
+                env.close()
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]

@@ -19,14 +19,17 @@ import queue as queue_module
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from multiprocessing.context import SpawnContext, SpawnProcess
+from multiprocessing.managers import SyncManager
 from pathlib import Path
 from typing import Any
 
-from fieldrl.errors import FieldrlError
+from fieldrl.errors import FieldrlError, Terminated
+from fieldrl.processes import die_with_parent
 
 BACKENDS = ("local", "ray")
 
@@ -72,15 +75,19 @@ def execute(
         return results
     ctx = _ShieldedSpawnContext()  # spawn, not fork: fork is unsafe once torch has started threads
     pressed: list[int] = []
-    # the manager's start-up must not be cut short either: note a Ctrl-C, act on it after
-    with _sigint_handled_by(lambda signum, frame: pressed.append(signum)):
-        manager = ctx.Manager()
+    # the manager's start-up must not be cut short either: note a Ctrl-C or SIGTERM, act on it after
+    with _signals_deferred(pressed):
+        manager = SyncManager(ctx=ctx)
+        manager.start(_worker_init, (os.getpid(),))
     with manager:
         if pressed:
-            raise KeyboardInterrupt
+            raise Terminated if signal.SIGTERM in pressed else KeyboardInterrupt
         events = manager.Queue()
         pool = ProcessPoolExecutor(
-            max_workers=min(jobs, len(calls)), mp_context=ctx, initializer=_ignore_ctrl_c
+            max_workers=min(jobs, len(calls)),
+            mp_context=ctx,
+            initializer=_worker_init,
+            initargs=(os.getpid(),),
         )
         try:
             futures: dict[Future[Any], int] = {
@@ -140,9 +147,30 @@ class _ShieldedSpawnContext(SpawnContext):
     Process = _ShieldedSpawnProcess
 
 
-def _ignore_ctrl_c() -> None:
-    """Workers leave Ctrl-C to the main process, which stops them (no traceback from each worker)."""
+@contextmanager
+def _signals_deferred(pressed: list[int]) -> Iterator[None]:
+    """Ctrl-C, and SIGTERM where fieldrl handles it (the CLI), are noted in ``pressed`` inside the block."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    note = lambda signum, frame: pressed.append(signum)  # noqa: E731
+    previous_term = signal.getsignal(signal.SIGTERM)
+    handles_term = callable(previous_term)  # a Python handler: the CLI turns SIGTERM into Terminated
+    with _sigint_handled_by(note):
+        if handles_term:
+            signal.signal(signal.SIGTERM, note)
+        try:
+            yield
+        finally:
+            if handles_term:
+                signal.signal(signal.SIGTERM, previous_term)
+
+
+def _worker_init(parent_pid: int) -> None:
+    """Workers (and the manager) leave Ctrl-C to the main process, which stops them (no traceback from
+    each), and end as soon as the main process is gone (``kill -9`` included)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent_pid)
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
@@ -210,25 +238,67 @@ def _execute_ray(
             ray.shutdown()
 
 
-def check_address(address: str | None, timeout_s: float = 5.0) -> None:
-    """Fail fast, before anything is written, when a ``host:port`` Ray address does not answer.
+class BackendUnavailable(FieldrlError):
+    """The Ray cluster named by ``--address`` cannot be joined (raised before any job runs)."""
 
-    Ray itself keeps retrying a dead address for minutes; ``auto`` and addresses without a port
-    are left to Ray.
+
+#: the HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS) answers with SETTINGS
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_HTTP2_SETTINGS = 4
+
+
+def check_address(address: str | None, timeout_s: float = 5.0) -> None:
+    """Fail fast, before anything is written, when ``address`` cannot be a Ray cluster.
+
+    Ray itself keeps retrying a dead address for minutes, and hangs on one that accepts TCP but
+    does not speak its protocol. So: the address must read ``auto``, ``host:port`` or
+    ``ray://host:port``; something must answer there within ``timeout_s``; and it must answer an
+    HTTP/2 greeting as a gRPC server does (skipped where Ray uses TLS, ``RAY_USE_TLS=1``).
     """
-    if address is None:
+    if address is None or address == "auto":
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        return
+    if not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() for c in host):
+        raise BackendUnavailable(
+            f"--address = {address!r}: not a Ray address; allowed: host:port (as 'ray start --head' "
+            "prints it, e.g. 10.0.0.5:6379), ray://host:port or auto"
+        )
+    where = f"--address = {address!r}: cannot join a Ray cluster there"
     try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as conn:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return
+            conn.sendall(_HTTP2_HELLO)
+            reply = _read_at_most(conn, 9, timeout_s)
     except OSError as exc:
-        raise FieldrlError(
-            f"--address = {address!r}: cannot join a Ray cluster there "
-            f"(nothing answers: {exc.strerror or exc}); start one with "
+        raise BackendUnavailable(
+            f"{where} (nothing answers: {exc.strerror or exc}); start one with "
             "'ray start --head --port PORT' or leave --address out for a local Ray instance"
         ) from None
+    if len(reply) < 9 or reply[3] != _HTTP2_SETTINGS:
+        raise BackendUnavailable(
+            f"{where}: something answers but not as Ray does (no gRPC reply within {timeout_s:g} s); "
+            "check the host and port 'ray start --head' printed"
+        )
+
+
+def _read_at_most(conn: socket.socket, n: int, timeout_s: float) -> bytes:
+    """Up to ``n`` bytes from ``conn`` within ``timeout_s`` seconds in all (fewer if it closes or stalls)."""
+    deadline = time.monotonic() + timeout_s
+    data = b""
+    while len(data) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        conn.settimeout(left)
+        try:
+            chunk = conn.recv(n - len(data))
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def _init_ray(ray: Any, jobs: int, address: str | None) -> None:
@@ -247,13 +317,13 @@ def _init_ray(ray: Any, jobs: int, address: str | None) -> None:
         try:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
             return
-        except (ConnectionError, ValueError, RuntimeError) as exc:
+        except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError and its own kinds
             ray.shutdown()
             if attempt == 0 and token.is_file() and "RAY_AUTH_MODE" not in os.environ:
                 os.environ["RAY_AUTH_MODE"] = "token"
                 continue
             reason = " ".join(str(exc).split())[:200]
-            raise FieldrlError(
+            raise BackendUnavailable(
                 f"--address = {address!r}: cannot join a Ray cluster there ({reason})"
             ) from None
 

@@ -8,8 +8,8 @@ uses one torch thread.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from itertools import count, islice
@@ -22,6 +22,7 @@ from fieldrl.domains import get_domain
 from fieldrl.domains.base import Domain, EpisodeRecord
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation.store import RunFolder
+from fieldrl.names import slug
 from fieldrl.policies.base import Policy
 from fieldrl.scenario import HeuristicEntry, LearnedEntry, Scenario
 
@@ -36,10 +37,6 @@ RESULT_COLUMNS = [
     "metric",
     "value",
 ]
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "policy"
 
 
 def episode_seed(eval_seed: int, episode: int) -> int:
@@ -164,12 +161,32 @@ def _one_at_a_time(
     return values, trace
 
 
+@contextmanager
+def _closed_after(envs: Any) -> Iterator[None]:
+    """Close ``envs`` when the block ends; if the block failed, its error wins over one from closing."""
+    close = getattr(envs, "close", None)
+    try:
+        yield
+    except BaseException:
+        if close is not None:
+            with suppress(Exception):
+                close()
+        raise
+    if close is not None:
+        close()
+
+
 def _run_batch(
     domain: Domain, params: Any, policy: Policy, seeds: list[int], cases: list[int] | None
 ) -> EpisodeRecord:
     envs = domain.make_eval_envs(params, seeds, cases)
+    with _closed_after(envs):  # also on a simulator error: it must free its simulator (libsumo)
+        return _play(envs, policy, len(seeds))
+
+
+def _play(envs: Any, policy: Policy, n: int) -> EpisodeRecord:
+    """Step ``n`` episodes of ``envs`` with ``policy`` until every one has ended."""
     obs = envs.reset()
-    n = len(seeds)
     policy.reset(n)
     bind = getattr(policy, "bind_envs", None)
     if bind is not None:
@@ -189,9 +206,6 @@ def _run_batch(
             infos.setdefault(key, []).append(np.asarray(value))
         episode_start = np.zeros(n, dtype=bool)
         active = active & ~(np.asarray(terminated) | np.asarray(truncated))
-    close = getattr(envs, "close", None)
-    if close is not None:
-        close()
     return EpisodeRecord(
         rewards=np.stack(rewards),
         actions=np.stack(actions),
@@ -377,10 +391,10 @@ def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, ev
         training_vec_env(scenario, domain, params, entry),
         entry,
         job.seed,
-        folder.path / rel,
-        tensorboard_dir=folder.path / "tensorboard" / slug(job.variant),
+        folder.inside(rel),
+        tensorboard_dir=folder.inside(f"tensorboard/{slug(job.variant)}"),
         report=lambda done: events.put(("update", job.key, done)),
-        checkpoint_dir=folder.path / checkpoint_dir(job),
+        checkpoint_dir=folder.inside(checkpoint_dir(job)),
         demonstrations=demonstrations_for(scenario, domain, params, entry, job.seed),
         validation=validation_for(scenario, domain, params, entry),
         prepare=preparation_for(entry),

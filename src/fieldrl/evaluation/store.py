@@ -10,12 +10,16 @@ fieldrl wrote when it saved the file.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import io
 import json
 import os
 import platform
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -23,8 +27,13 @@ from typing import Any
 import pandas as pd
 
 from fieldrl.errors import FieldrlError
+from fieldrl.processes import orphaned
 
 MANIFEST = "manifest.json"
+#: held (``flock``) by the one process writing a run folder; not part of the manifest
+LOCK_FILE = ".fieldrl.lock"
+
+_held_locks: dict[Path, list[int]] = {}  # lock file -> [fd, depth]: the locks this process holds
 
 
 def _umask() -> int:
@@ -50,6 +59,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, FILE_MODE)
+        if orphaned():  # a worker whose run ended (killed): its files are no longer its to write
+            Path(tmp).unlink(missing_ok=True)
+            os._exit(1)
         os.replace(tmp, path)
     except OSError as exc:
         if tmp is not None:
@@ -101,9 +113,70 @@ class RunFolder:
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
+    def inside(self, rel: str | Path) -> Path:
+        """``path / rel``, refused unless it stays inside the run folder (symbolic links resolved).
+
+        Every path fieldrl writes, reads or deletes in a run is built from names in the scenario;
+        this is the check that none of them leads out of the folder, whatever the name.
+        """
+        target = self.path / rel
+        root = self.path.resolve()
+        resolved = target.resolve()
+        if resolved != root and not resolved.is_relative_to(root):
+            raise FieldrlError(
+                f"{target}: leads outside the run folder {self.path}; refusing to use it "
+                "(policy and variant names must not name other folders)"
+            )
+        return target
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold this run folder for writing: one fieldrl process at a time, re-entrant in that process.
+
+        An exclusive ``flock`` on a file inside the folder; the kernel releases it when the holder
+        exits, ``kill -9`` included, so a stale lock cannot outlive its process.
+        """
+        key = (self.path / LOCK_FILE).resolve()
+        if key in _held_locks:
+            _held_locks[key][1] += 1
+            try:
+                yield
+            finally:
+                _held_locks[key][1] -= 1
+            return
+        try:
+            fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise FieldrlError(
+                f"{self.path}: cannot write in this run folder ({exc.strerror or exc})"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise FieldrlError(
+                f"{self.path}: another fieldrl process (pid {holder}) is writing this run folder; "
+                "let it finish or stop it, then retry"
+            ) from None
+        except OSError as exc:  # a file system without locks (some network mounts): go on unlocked
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                os.close(fd)
+                raise FieldrlError(
+                    f"{self.path}: cannot lock this run folder ({exc.strerror or exc})"
+                ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        _held_locks[key] = [fd, 1]
+        try:
+            yield
+        finally:
+            del _held_locks[key]
+            os.close(fd)  # releases the lock
+
     # -- writing -------------------------------------------------------------------------
     def write_bytes(self, rel: str, data: bytes, record: bool = True) -> Path:
-        target = self.path / rel
+        target = self.inside(rel)
         atomic_write_bytes(target, data)
         if record:
             self.record(rel)
@@ -126,9 +199,17 @@ class RunFolder:
         if not path.exists():
             return {"files": {}}
         try:
-            return json.loads(path.read_text("utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            manifest = json.loads(path.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise FieldrlError(f"{path}: manifest is unreadable ({exc})") from None
+        files = manifest.get("files") if isinstance(manifest, dict) else None
+        if not isinstance(files, dict) or not all(
+            isinstance(e, dict) and isinstance(e.get("sha256"), str) for e in files.values()
+        ):
+            raise FieldrlError(
+                f"{path}: manifest is unreadable (not the {{files: {{path: {{sha256}}}}}} fieldrl writes)"
+            )
+        return manifest
 
     def record(self, *rels: str) -> None:
         """Add (or refresh) the SHA-256 of files in the manifest. Only the main process calls this."""
@@ -163,7 +244,7 @@ class RunFolder:
 
     def verified_path(self, rel: str, expected_sha256: str) -> Path:
         """Return the path of ``rel`` if its content matches ``expected_sha256``; refuse otherwise."""
-        target = self.path / rel
+        target = self.inside(rel)
         if not target.is_file():
             raise FieldrlError(f"{target}: file is missing from the run folder")
         actual = sha256_of(target)
@@ -176,10 +257,43 @@ class RunFolder:
 
     # -- reading -------------------------------------------------------------------------
     def require(self, rel: str, what: str) -> Path:
-        target = self.path / rel
+        target = self.inside(rel)
         if not target.is_file():
             raise FieldrlError(f"{self.path}: no {rel} here; {what}")
         return target
 
-    def read_json(self, rel: str) -> Any:
-        return json.loads((self.path / rel).read_text("utf-8"))
+    def read_verified(self, rel: str, what: str) -> bytes:
+        """The bytes of ``rel`` if they are what fieldrl recorded in the manifest; refused otherwise.
+
+        :param what: what to do when the file is missing (e.g. "evaluate the run first").
+        """
+        target = self.require(rel, what)
+        expected = self.hashes().get(rel)
+        if expected is None:
+            raise FieldrlError(f"{target}: not in this run's manifest; fieldrl reads only files it wrote")
+        try:
+            data = target.read_bytes()
+        except OSError as exc:
+            raise FieldrlError(f"{target}: cannot read ({exc.strerror or exc})") from None
+        if hashlib.sha256(data).hexdigest() != expected:
+            raise FieldrlError(
+                f"{target}: changed since fieldrl wrote it (its SHA-256 differs from the manifest); "
+                "refusing to use it — restore it, or rebuild it (`fieldrl evaluate RUN_DIR`)"
+            )
+        return data
+
+    def read_json(self, rel: str, what: str = "not written yet") -> Any:
+        """A JSON file of the run, verified against the manifest."""
+        data = self.read_verified(rel, what)
+        try:
+            return json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise FieldrlError(f"{self.path / rel}: not readable as JSON ({exc})") from None
+
+    def read_parquet(self, rel: str, what: str = "not written yet") -> pd.DataFrame:
+        """A parquet table of the run, verified against the manifest."""
+        data = self.read_verified(rel, what)
+        try:
+            return pd.read_parquet(io.BytesIO(data))
+        except Exception as exc:  # pyarrow raises several kinds for a damaged file
+            raise FieldrlError(f"{self.path / rel}: not readable as a parquet table ({exc})") from None

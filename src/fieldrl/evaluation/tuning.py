@@ -166,7 +166,9 @@ def tune(
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise FieldrlError(f"--out = {str(folder)!r}: already exists and is not empty; choose a new folder")
     folder.mkdir(parents=True, exist_ok=True)
-    snapshot = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    snapshot = yaml.safe_dump(
+        scenario.model_dump(mode="json", exclude={"budgets"}), sort_keys=False, allow_unicode=True
+    )
     atomic_write_bytes(folder / SCENARIO_FILE, snapshot.encode())
     settings = {
         "source": str(scenario_ref),

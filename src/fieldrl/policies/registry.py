@@ -4,6 +4,7 @@ their YAML hyperparameters become constructor arguments."""
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 import sb3_contrib
@@ -45,16 +46,86 @@ def algorithm_parameters(algorithm: str) -> list[str]:
     return [p for p in signature.parameters if p != "self" and p not in RESERVED]
 
 
+#: numeric hyperparameters with a meaningful range: ``(low, high, integer)``; SB3 checks few of these
+#: itself, so a typo (``gamma: 7.5``) would otherwise pass validation and fail, or mislead, in training
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "gamma": (0.0, 1.0, False),
+    "gae_lambda": (0.0, 1.0, False),
+    "tau": (0.0, 1.0, False),
+    "exploration_fraction": (0.0, 1.0, False),
+    "exploration_initial_eps": (0.0, 1.0, False),
+    "exploration_final_eps": (0.0, 1.0, False),
+    "learning_rate": (1e-12, 10.0, False),
+    "clip_range": (1e-12, 10.0, False),
+    "clip_range_vf": (1e-12, 1e6, False),
+    "ent_coef": (0.0, 1e6, False),
+    "vf_coef": (0.0, 1e6, False),
+    "max_grad_norm": (1e-12, 1e12, False),
+    "target_kl": (1e-12, 1e6, False),
+    "target_policy_noise": (0.0, 1e6, False),
+    "target_noise_clip": (0.0, 1e6, False),
+    "n_steps": (1, 10**9, True),
+    "n_epochs": (1, 10**6, True),
+    "buffer_size": (1, 10**10, True),
+    "learning_starts": (0, 10**10, True),
+    "gradient_steps": (-1, 10**6, True),
+    "policy_delay": (1, 10**6, True),
+    "target_update_interval": (1, 10**10, True),
+    "n_quantiles": (1, 10**4, True),
+    "top_quantiles_to_drop_per_net": (0, 10**4, True),
+    "n_critics": (1, 100, True),
+}
+
+
+def _range_problem(key: str, value: Any) -> str | None:
+    """What is wrong with a numeric hyperparameter's value, or None (also None for non-numbers)."""
+    value = _number(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None  # e.g. ent_coef: auto, or a value SB3 itself judges at construction
+    if not math.isfinite(value):
+        return "must be a finite number (NaN and infinity are not allowed)"
+    if key not in RANGES:
+        return None
+    low, high, integer = RANGES[key]
+    if integer and int(value) != value:
+        return f"must be a whole number in [{low}, {high:.0f}]"
+    if not low <= value <= high:
+        shown = f"[{low:g}, {high:g}]" if not integer else f"[{low}, {high:.0f}]"
+        return f"must lie in {shown}" + (" (0 < value)" if low == 1e-12 else "")
+    return None
+
+
+def _net_arch_problem(arch: Any) -> str | None:
+    """``net_arch`` is a list of layer widths (or a dict of such lists, e.g. ``{pi: [...], vf: [...]}``)."""
+    layers = (
+        [w for v in arch.values() for w in (v if isinstance(v, list) else [v])]
+        if isinstance(arch, dict)
+        else arch
+    )
+    if not isinstance(layers, list) or not all(
+        isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in layers
+    ):
+        return "net_arch must list layer widths, whole numbers >= 1 (or {pi: [...], vf: [...]})"
+    return None
+
+
 def check_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> tuple[str, str] | None:
     """Return ``(key, what is allowed)`` for the first unusable hyperparameter, else None."""
     allowed = algorithm_parameters(algorithm)
     for key, value in hyperparameters.items():
         if key not in allowed:
             return key, f"not a parameter of {algorithm}; allowed: {', '.join(allowed)}"
+        problem = _range_problem(key, value)
+        if problem:
+            return key, problem
         if key == "policy_kwargs" and isinstance(value, dict):
             act = value.get("activation_fn")
             if act is not None and act not in ACTIVATIONS:
                 return key, f"activation_fn must be one of {', '.join(ACTIVATIONS)}"
+            for arch in (k for k in value if str(k).endswith("_arch")):  # net_arch, pre_lstm_arch, ...
+                problem = _net_arch_problem(value[arch])
+                if problem:
+                    return key, problem.replace("net_arch", str(arch))
         if key == "action_noise" and value is not None:
             problem = _noise_problem(value)
             if problem:

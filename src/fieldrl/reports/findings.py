@@ -81,11 +81,20 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
     learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
     if not learned or not heuristic:
         best = learned or heuristic
+        if best is None:
+            return [
+                f"{where}No policy has results here: every held-out episode ended in a simulator error "
+                "(see 'Failed episodes' in the appendix)."
+            ]
         stats = entry["policies"][best][primary["name"]]["mean"]
+        kinds = {p["kind"] for p in summary["policies"]}
+        why = (
+            "the scenario has only one kind of policy" if len(kinds) < 2 else "the other kind has no results"
+        )
         return [
             f"{where}{best} had the best {label(primary)}: {fmt(stats['value'])} "
             f"(95 % CI {fmt(stats['low'])} to {fmt(stats['high'])}). No learned-vs-standard "
-            "comparison: the scenario has only one kind of policy."
+            f"comparison: {why}."
         ]
     comparison = entry["comparison"]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from reportlab.platypus import (
 from fieldrl.domains import get_domain
 from fieldrl.domains.base import Domain
 from fieldrl.evaluation.store import RunFolder
+from fieldrl.names import slug
 from fieldrl.reports import figures
 from fieldrl.reports.findings import fmt, pair_findings, variant_findings
 from fieldrl.scenario import Scenario
@@ -63,7 +63,7 @@ class ReportContext:
 
     def figure(self, name: str, png: bytes, width: float = PAGE_WIDTH) -> Image:
         """Save ``png`` under figures/ and return it as a flowable scaled to ``width``."""
-        rel = f"figures/{name}.png"
+        rel = f"figures/{slug(name)}.png"
         self.folder.write_bytes(rel, png, record=False)
         self.figure_files.append(rel)
         return _image(png, width)
@@ -93,11 +93,12 @@ def _learning_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.
     from fieldrl.policies.learned import CURVE_FILE
 
     frames = []
+    recorded = folder.hashes()
     for entry in scenario.policies.learned:
         for seed in scenario.seeds.train:
-            path = folder.path / model_dir(variant, entry.label, seed) / CURVE_FILE
-            if path.exists():
-                frame = pd.read_csv(path)
+            rel = f"{model_dir(variant, entry.label, seed)}/{CURVE_FILE}"
+            if rel in recorded:
+                frame = pd.read_csv(io.BytesIO(folder.read_verified(rel, "")))
                 frames.append(frame.assign(policy=entry.label, seed=seed))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -221,15 +222,16 @@ def _bullets(items: list[Paragraph]) -> ListFlowable:
 
 def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) -> Path:
     domain = get_domain(scenario.domain)
-    summary = folder.read_json("summary.json")
-    traces_path = folder.path / "traces.parquet"
+    summary = folder.read_json("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
     ctx = ReportContext(
         folder=folder,
         scenario=scenario,
         domain=domain,
         summary=summary,
-        results=pd.read_parquet(folder.path / "results.parquet"),
-        traces=pd.read_parquet(traces_path) if traces_path.exists() else pd.DataFrame(),
+        results=folder.read_parquet("results.parquet", "evaluate the run first (`fieldrl evaluate RUN_DIR`)"),
+        traces=folder.read_parquet("traces.parquet")
+        if "traces.parquet" in folder.hashes()
+        else pd.DataFrame(),
         styles=_styles(),
         colors=figures.policy_colors(summary["policies"]),
     )
@@ -298,6 +300,18 @@ def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
             "Ranges in brackets are 95 % bootstrap confidence intervals."
         )
     )
+    failed = len(ctx.summary.get("failed_episodes") or [])
+    if failed:
+        runs = len(scenario.policies.heuristics) + len(scenario.policies.learned) * len(scenario.seeds.train)
+        total = n_eval * runs * len(scenario.variant_names)
+        story.append(
+            Paragraph(
+                f"<b>{failed} of {total} held-out episodes failed</b> (simulator errors, each retried "
+                "once on a fresh simulator) and are left out of every number in this report; the appendix "
+                "lists them.",
+                styles["Finding"],
+            )
+        )
     story.extend(_effort_block(ctx))
     story.append(Paragraph("Key findings", styles["Heading2"]))
     lines = [line for v in scenario.variant_names for line in variant_findings(ctx.summary, v)]
@@ -566,11 +580,7 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
     )
     out.append(Preformatted(snapshot, styles["Code"]))
     out.append(Paragraph("Software versions", styles["Heading3"]))
-    versions = (
-        json.loads((ctx.folder.path / "versions.json").read_text())
-        if (ctx.folder.path / "versions.json").exists()
-        else {}
-    )
+    versions = ctx.folder.read_json("versions.json") if "versions.json" in ctx.folder.hashes() else {}
     out.append(ctx.para(", ".join(f"{k} {v}" for k, v in versions.items()), "Small"))
     return out
 

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 KINDS = ("stand", "intersection", "hold_short", "runway_crossing", "runway_entry", "runway_exit")
 RUNWAY_KINDS = ("runway_crossing", "runway_entry", "runway_exit")
@@ -253,10 +252,13 @@ def _check_structure(layout: Layout) -> None:
 
 def load_layout(path: str | Path) -> Layout:
     """Load and validate a layout YAML file."""
+    from fieldrl.errors import FieldrlError
+    from fieldrl.limits import load_yaml
+
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
+        data = load_yaml(path.read_text(), path.name, 50 << 20)  # nesting and alias-expansion limits
+    except FieldrlError as exc:
         raise LayoutError(f"{path.name}: not valid YAML ({exc})") from None
     return layout_from_dict(data, source=str(path))
 

@@ -8,6 +8,7 @@ scenario's choice, not measurements).
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -153,6 +154,9 @@ class UavParams(BaseModel):
                 f"deadline_max_s ({self.deadline_max_s}) must not exceed slot_s ({self.slot_s}): "
                 "tasks finish within their slot"
             )
+        problem = self._separation_problem()
+        if problem:
+            raise ValueError(problem)
         if self.road_spacing_m > self.area_m:
             raise ValueError(f"road_spacing_m ({self.road_spacing_m}) must not exceed area_m ({self.area_m})")
         if any(k < 0 for k in self.admit_levels):
@@ -160,3 +164,23 @@ class UavParams(BaseModel):
         if any(not 0.0 <= r <= 1.0 for r in self.marl_ratio_levels):
             raise ValueError(f"marl_ratio_levels must lie in [0, 1], got {self.marl_ratio_levels}")
         return self
+
+    def _separation_problem(self) -> str | None:
+        """Why ``n_uavs`` UAVs cannot keep ``d_min_m`` apart in the flight volume, or None.
+
+        The volume is ``area_m`` square by ``z_max_m - z_min_m`` high: two UAVs cannot be farther apart
+        than its diagonal, and balls of diameter ``d_min_m`` around each must fit in it (grown by
+        ``d_min_m / 2`` on every side). Both bounds are necessary conditions, so nothing possible is refused.
+        """
+        if self.n_uavs < 2 or self.d_min_m == 0:
+            return None
+        height = self.z_max_m - self.z_min_m
+        diagonal = math.sqrt(2 * self.area_m**2 + height**2)
+        d = self.d_min_m
+        fits = (self.area_m + d) ** 2 * (height + d) / (math.pi / 6 * d**3)
+        if d > diagonal or self.n_uavs > fits:
+            return (
+                f"d_min_m ({d:g}) cannot hold between {self.n_uavs} UAVs in an area of {self.area_m:g} m "
+                f"with {height:g} m of altitude range (diagonal {diagonal:.0f} m)"
+            )
+        return None

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from fieldrl.simulators.airport import KT_PER_MPS
 
 LAYOUTS = ("small", "large")
+#: largest layout file read (an OpenStreetMap export of a large airport is a few MB)
+MAX_LAYOUT_BYTES = 50 << 20
 #: movements per hour of the named densities, per layout
 DENSITIES: dict[str, dict[str, float]] = {
     "small": {"low": 20.0, "medium": 35.0, "high": 50.0},
@@ -88,6 +90,17 @@ class TaxiwayParams(BaseModel):
                 )
             if not path.is_file():
                 raise ValueError(f"layout_file {self.layout_file!r}: no such file")
+            if path.stat().st_size > MAX_LAYOUT_BYTES:
+                raise ValueError(f"layout_file {self.layout_file!r}: larger than {MAX_LAYOUT_BYTES:,} bytes")
+            from fieldrl.domains.taxiway.env import shared_surface
+
+            try:
+                shared_surface(self.layout, self.cell_m, self.separation_cells, self.layout_file)
+            except Exception as exc:  # YAML, JSON and geometry errors alike: not a usable layout
+                reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+                raise ValueError(
+                    f"layout_file {self.layout_file!r}: not a usable layout ({reason})"
+                ) from None
         return self
 
     @model_validator(mode="after")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 from typing import Literal
+from xml.etree import ElementTree
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -21,6 +24,20 @@ def resolve_file(value: str) -> Path:
             return Path("/nonexistent-sumo-rl") / value[len("sumo-rl:") :]
         return Path(spec.origin).parent / "nets" / value[len("sumo-rl:") :]
     return Path(value)
+
+
+def xml_problem(path: Path, root: str) -> str | None:
+    """Why ``path`` is not a well-formed XML file whose root element is ``root``, or None."""
+    try:
+        for _, element in ElementTree.iterparse(path, events=("start",)):
+            if element.tag != root:
+                return f"root element is <{element.tag}>, expected <{root}>"
+            break
+        for _, element in ElementTree.iterparse(path):  # the whole file, without keeping it
+            element.clear()
+    except (ElementTree.ParseError, OSError) as exc:
+        return f"not readable as XML ({' '.join(str(exc).split())[:200]})"
+    return None
 
 
 class _Strict(BaseModel):
@@ -111,6 +128,26 @@ class TrafficParams(_Strict):
             if bad:
                 raise ValueError(f"unknown reward terms {bad}; allowed: {sorted(TERMS)}")
         return value
+
+    @model_validator(mode="after")
+    def _files_readable(self) -> TrafficParams:
+        """Your own network and routes must be SUMO XML; the network must have signals SUMO can run."""
+        for field, root in (("net_file", "net"), ("route_file", "routes")):
+            value = getattr(self, field)
+            if value is not None:
+                problem = xml_problem(resolve_file(value), root)
+                if problem:
+                    raise ValueError(f"{field} {value!r}: {problem}")
+        if self.net_file is not None:
+            from fieldrl.domains.traffic.env import probe_layouts
+
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):  # TraCI prints its connection retries
+                    probe_layouts(resolve_file(self.net_file), self.pedestrian_stage)
+            except Exception as exc:  # SUMO and TraCI raise many kinds; all mean "not a usable network"
+                reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+                raise ValueError(f"net_file {self.net_file!r}: SUMO cannot use it ({reason})") from None
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> TrafficParams:

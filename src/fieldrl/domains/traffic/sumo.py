@@ -8,9 +8,11 @@ clear error instead of SUMO's own crash.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,13 @@ os.environ.setdefault("SUMO_HOME", str(SUMO_HOME))
 BIN = SUMO_HOME / "bin"
 TOOLS = SUMO_HOME / "tools"
 
-_libsumo_owner: object | None = None
+#: the env whose simulation libsumo runs (a weak reference: an env dropped unclosed frees the slot)
+_libsumo_owner: weakref.ref[Any] | None = None
 _labels = itertools.count()
+
+
+def _owner() -> object | None:
+    return None if _libsumo_owner is None else _libsumo_owner()
 
 
 def binary(name: str) -> str:
@@ -55,28 +62,39 @@ def start(cmd: list[str], owner: object, use_traci: bool) -> Any:
         label = f"fieldrl-{os.getpid()}-{next(_labels)}"
         traci.start([binary("sumo"), *cmd], label=label)
         return traci.getConnection(label)
-    if _libsumo_owner is not None and _libsumo_owner is not owner:
+    holder = _owner()
+    if holder is not None and holder is not owner:
         raise RuntimeError(
             "libsumo runs one simulation per process and another traffic env holds it; "
             "close that env, use one env per process (subprocess vector envs) or set traci: true"
         )
     import libsumo
 
-    if _libsumo_owner is owner:
-        libsumo.close()
+    if _libsumo_owner is not None:  # this owner's last simulation, or one of an env dropped unclosed
+        _release(libsumo)
     libsumo.start([binary("sumo"), *cmd])
-    _libsumo_owner = owner
+    _libsumo_owner = weakref.ref(owner)
     return libsumo
+
+
+def _release(libsumo: Any) -> None:
+    """Close libsumo's simulation and free the slot, even if SUMO fails while closing."""
+    global _libsumo_owner
+    try:
+        libsumo.close()
+    except Exception:  # a simulation that raised mid-step may refuse to close cleanly; it is gone anyway
+        pass
+    finally:
+        _libsumo_owner = None
 
 
 def close(handle: Any, owner: object) -> None:
     """Close the simulation ``owner`` started (no-op when it has none)."""
-    global _libsumo_owner
     if handle is None:
         return
     if getattr(handle, "__name__", "") == "libsumo":
-        if _libsumo_owner is owner:
-            handle.close()
-            _libsumo_owner = None
+        if _owner() is owner:
+            _release(handle)
         return
-    handle.close()
+    with contextlib.suppress(Exception):  # a TraCI connection whose SUMO died: nothing left to close
+        handle.close()

@@ -9,6 +9,7 @@ process.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 from functools import partial
 from typing import Any
 
@@ -29,8 +30,12 @@ def _make(params: Any) -> Any:
     return TrafficEnv(params)
 
 
-def _worker(remote: Any, params: Any, seed: int) -> None:
+def _worker(remote: Any, params: Any, seed: int, parent_pid: int) -> None:
     import torch
+
+    from fieldrl.processes import die_with_parent
+
+    die_with_parent(parent_pid)  # a simulator worker never outlives the training job that owns it
 
     torch.set_num_threads(1)
     venv = AgentSlotVecEnv([partial(_make, params)], seed)
@@ -69,7 +74,8 @@ class SubprocSlotVecEnv(VecEnv):
         self.remotes, self.processes = [], []
         for i in range(n_envs):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child, params, seed + i * SEED_STRIDE), daemon=True)
+            args = (child, params, seed + i * SEED_STRIDE, os.getpid())
+            proc = ctx.Process(target=_worker, args=args, daemon=True)
             proc.start()
             child.close()
             self.remotes.append(parent)

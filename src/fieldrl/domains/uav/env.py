@@ -295,7 +295,8 @@ class UavParallelEnv(ParallelEnv):
         slots = max(self.slots, 1)
         info = {
             "success_rate": 100.0 * self.successes / max(self.tasks, 1),
-            "mean_delay_ms": 1e3 * self.delay_sum / max(self.successes, 1),
+            # a mean over no completed task is not measured (NaN), not a perfect 0 ms
+            "mean_delay_ms": 1e3 * self.delay_sum / self.successes if self.successes else float("nan"),
             "propulsion_j": self.e_prop / slots,
             "computing_j": self.e_comp / slots,
             "transmission_j": self.e_tx / slots,

@@ -78,7 +78,7 @@ def stat(ctx: Any, row: Row, kpi: str) -> dict[str, float] | None:
 
 
 def _ci(value: dict[str, float] | None, digits: str = ".3g") -> str:
-    if value is None:
+    if value is None or value["value"] != value["value"]:
         return "n/a"
     if value["low"] != value["low"]:
         return f"{value['value']:{digits}}"
@@ -119,7 +119,7 @@ def tradeoff_figure(ctx: Any, rows: list[Row]) -> bytes:
     cmap = plt.get_cmap("tab10")
     for i, row in enumerate(rows):
         d, e = stat(ctx, row, "mean_delay_ms"), stat(ctx, row, "energy_j")
-        if d is None or e is None:
+        if d is None or e is None or not np.isfinite([d["value"], e["value"]]).all():
             continue
         ax.errorbar(
             e["value"],

@@ -39,6 +39,8 @@ class FrontierParams(_Strict):
             raise ValueError("give either portfolios or means/cov, not both")
         if (self.means is None) != (self.cov is None):
             raise ValueError("means and cov go together")
+        if self.mu_min > self.mu_max:
+            raise ValueError(f"mu_min ({self.mu_min}) must not exceed mu_max ({self.mu_max})")
         return self
 
     def build(self) -> Frontier:
