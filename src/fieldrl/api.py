@@ -24,7 +24,7 @@ from fieldrl.domains import get_domain
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
 from fieldrl.evaluation.backends import BackendUnavailable, check_address, execute
-from fieldrl.evaluation.store import RunFolder, library_versions
+from fieldrl.evaluation.store import RunFolder, library_versions, new_output_folder
 from fieldrl.evaluation.summary import summarize
 from fieldrl.names import slug
 from fieldrl.policies import checkpoint
@@ -56,12 +56,7 @@ def create_run(scenario: str | Path, out: str | Path | None = None, budget: str 
     if budget not in BUDGET_NAMES:
         raise FieldrlError(f"--budget = {budget!r}: allowed: {', '.join(BUDGET_NAMES)}")
     resolved = load_scenario(scenario).with_budget(budget)
-    if out is None:
-        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path("runs") / f"{slug(resolved.name)}-{budget}-{stamp}"
-    path = Path(out)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise FieldrlError(f"--out = {str(path)!r}: already exists and is not empty; choose a new folder")
+    path = new_output_folder(out, "runs", f"{slug(resolved.name)}-{budget}")
     folder = RunFolder(path)
     # the budget is applied already (run.json names it): its caps are not kept to be applied again
     snapshot = yaml.safe_dump(

@@ -77,6 +77,18 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def new_output_folder(out: str | Path | None, root: str, stem: str) -> Path:
+    """The folder a new run or study writes to: ``out``, or ``root/<stem>-<time>``; refused if not empty."""
+    import datetime as dt
+
+    if out is None:
+        out = Path(root) / f"{stem}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    path = Path(out)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise FieldrlError(f"--out = {str(path)!r}: already exists and is not empty; choose a new folder")
+    return path
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:

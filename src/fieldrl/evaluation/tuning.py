@@ -32,7 +32,7 @@ import yaml
 
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
-from fieldrl.evaluation.store import atomic_write_bytes
+from fieldrl.evaluation.store import atomic_write_bytes, new_output_folder
 from fieldrl.progress import JobProgress
 from fieldrl.scenario import LearnedEntry, Scenario, load_scenario, parse_scenario
 
@@ -159,12 +159,7 @@ def tune(
         raise FieldrlError(f"--variant = {variant!r}: allowed: {', '.join(scenario.variant_names)}")
     if train_steps is not None and train_steps < 1:
         raise FieldrlError(f"--train-steps = {train_steps}: allowed: an integer >= 1")
-    if out is None:
-        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path("tuning") / f"{scenario.name}-{budget}-{stamp}"
-    folder = Path(out)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise FieldrlError(f"--out = {str(folder)!r}: already exists and is not empty; choose a new folder")
+    folder = new_output_folder(out, "tuning", f"{runner.slug(scenario.name)}-{budget}")
     folder.mkdir(parents=True, exist_ok=True)
     snapshot = yaml.safe_dump(
         scenario.model_dump(mode="json", exclude={"budgets"}), sort_keys=False, allow_unicode=True
