@@ -10,7 +10,7 @@ from optuna.distributions import CategoricalDistribution
 
 from fieldrl.policies.feasibility import training_problem
 from fieldrl.policies.registry import check_hyperparameters
-from fieldrl.policies.search_spaces import describe, search_space, to_hyperparameters
+from fieldrl.policies.search_spaces import MAX_UPDATES, describe, search_space, to_hyperparameters
 
 ALGORITHMS = ["ppo", "a2c", "trpo", "maskable-ppo", "recurrent-ppo", "sac", "td3", "ddpg", "tqc", "dqn"]
 
@@ -41,6 +41,12 @@ def test_every_sample_is_brought_within_the_budget(data, algorithm, n_envs, widt
         assert training_problem(algorithm, hp, envs, width, steps) is None, hp
     if "gradient_steps" in hp:
         assert hp["gradient_steps"] <= hp["train_freq"] * envs * width  # at most one update per step
+    rollout = hp.get("n_steps", 0) * envs * width
+    if "n_epochs" in hp and hp["batch_size"] < rollout:  # PPO-like: a bounded number of updates
+        rollouts = -(-steps // rollout)
+        assert (
+            rollouts * hp["n_epochs"] * -(-rollout // hp["batch_size"]) <= 1.5 * MAX_UPDATES + rollouts * 20
+        )
 
 
 def test_spaces_tune_what_the_off_policy_learners_need():

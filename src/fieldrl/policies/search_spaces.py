@@ -6,8 +6,9 @@ changes for fieldrl's budgets: off-policy learners also tune ``gradient_steps`` 
 parallel envs (the update-to-data ratio matters more than the library here: see DESIGN's
 chemo SAC measurements); learning rates stay in the range that trains within tens of
 thousands of steps; and every sampled configuration is brought within the budget (a rollout
-no longer than ``train_steps``, ``learning_starts`` well before its end), so no trial is wasted
-on a learner that cannot learn.
+no longer than ``train_steps``, ``learning_starts`` well before its end, on-policy batches
+large enough for at most ``MAX_UPDATES`` gradient updates), so no trial is wasted on a learner
+that cannot learn or that would take hours of CPU.
 
 A space is declarative (Optuna distributions), so the tuning record and the report can print
 it. ``to_hyperparameters`` turns one sample into the YAML form a scenario uses.
@@ -24,6 +25,8 @@ from fieldrl.policies.registry import ALGORITHMS
 
 ON_POLICY = {"ppo", "maskable-ppo", "recurrent-ppo", "independent-ppo", "vd-maskable-ppo", "a2c", "trpo"}
 ACTOR_CRITIC_OFF_POLICY = {"sac", "tqc", "td3", "ddpg", "lstm-td3"}
+#: gradient updates a tuning trial of an on-policy learner may make at most (see to_hyperparameters)
+MAX_UPDATES = 100_000
 NET_ARCH = {"tiny": [64], "small": [64, 64], "medium": [256, 256], "big": [400, 300]}
 GAMMAS = (0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0)
 
@@ -152,7 +155,11 @@ def to_hyperparameters(
         if hp["n_steps"] > fits:  # a rollout longer than the budget: shorten it to fit
             hp["n_steps"] = max(2, 2 ** int(math.log2(fits))) if fits >= 2 else fits
         if "batch_size" in hp:
-            hp["batch_size"] = max(2, min(hp["batch_size"], hp["n_steps"] * vec))
+            # at most MAX_UPDATES gradient updates per trial: rl-zoo's smallest batches with 20 epochs
+            # cost ~16x the updates of SB3's defaults, hours of CPU per trial at fieldrl's budgets
+            epochs = hp.get("n_epochs", 10)
+            floor = max(64, 2 ** math.ceil(math.log2(max(1, train_steps * epochs / MAX_UPDATES))))
+            hp["batch_size"] = max(2, min(max(hp["batch_size"], floor), hp["n_steps"] * vec))
     else:
         hp["learning_starts"] = min(hp["learning_starts"], train_steps // 4)
         # at most one gradient step per environment step collected (update-to-data ratio <= 1)
