@@ -85,3 +85,45 @@ def test_a_run_with_validation_seeds_holds_out_its_best_checkpoint(scenario_data
     model = fieldrl.api.load_model(run_dir, "PPO")  # rebuilt from the scenario, weights from the file
     kept = read_weights(model_dir / MODEL_FILE)
     assert all(torch.equal(model.policy.state_dict()[k], v) for k, v in kept.items())
+
+
+def test_selection_continues_across_an_interruption_from_the_checkpoint(tmp_path):
+    domain = get_domain("chemo")
+    params = domain.params_model(preset="s1", max_t=40)
+    entry = LearnedEntry(
+        algorithm="ppo",
+        train_steps=768,
+        n_envs=2,
+        validate_every=128,
+        checkpoint_every=128,
+        hyperparameters={"n_steps": 64, "batch_size": 64, "n_epochs": 1},
+    )
+    calls = []
+
+    def score(model, norm):
+        calls.append(model.num_timesteps)
+        if len(calls) == 5:  # killed during the fifth evaluation (at 512 steps)
+            raise KeyboardInterrupt
+        return {0: 1.0, 128: 9.0}.get(model.num_timesteps, 2.0)
+
+    def train():
+        validation = Validation(every=128, score=score, higher_is_better=True, kpi="return")
+        return train_model(
+            lambda n, s: domain.make_train_vec_env(params, n, s),
+            entry,
+            0,
+            tmp_path / "out",
+            checkpoint_dir=tmp_path / "ckpt",
+            validation=validation,
+        )
+
+    with pytest.raises(KeyboardInterrupt):
+        train()
+    artifacts = train()
+    curve = pd.read_csv(io.BytesIO(artifacts[VALIDATION_FILE]))
+    assert curve["timesteps"].is_unique and curve["timesteps"].iloc[0] == 0
+    assert curve["timesteps"].iloc[-1] == 768
+    assert curve.loc[curve["best"] == 1, "timesteps"].tolist() == [128]  # the best from before the kill
+    assert (curve["cpu_seconds"].diff().dropna() >= 0).all()
+    (tmp_path / MODEL_FILE).write_bytes(artifacts[MODEL_FILE])
+    assert read_record(tmp_path / MODEL_FILE)["selected"]["timesteps"] == 128
