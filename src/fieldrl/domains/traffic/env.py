@@ -27,7 +27,7 @@ from pettingzoo import ParallelEnv
 from fieldrl.domains.traffic import programs, sumo
 from fieldrl.domains.traffic.demand import demand_file
 from fieldrl.domains.traffic.networks import NetworkOptions, build_network
-from fieldrl.domains.traffic.params import TrafficParams, resolve_file
+from fieldrl.domains.traffic.params import TrafficParams
 from fieldrl.domains.traffic.rewards import StepStats, jain, reward
 from fieldrl.domains.traffic.signals import GREEN, SignalLayout, StageController, Timing, read_layout
 
@@ -50,8 +50,10 @@ TRACE_KEYS = ("time_s", "queue_now", "peds_waiting_now", "ped_longest_wait_now",
 
 
 def net_file_for(params: TrafficParams) -> Path:
-    if params.net_file is not None:
-        return resolve_file(params.net_file)
+    """The ``.net.xml`` the scenario runs: yours, a config's, RESCO's, converted from OSM, or generated."""
+    source = params.network_source()
+    if source is not None:
+        return source.net_file
     opts = NetworkOptions(params.network, params.block_m, params.arm_m, params.lanes + 1)
     return build_network(opts)
 
@@ -93,6 +95,7 @@ class TrafficEnv(ParallelEnv):
 
     def __init__(self, params: TrafficParams, native_program: str | None = None):
         self.params = params
+        self.source = params.network_source()
         self.net_file = net_file_for(params)
         self.layouts, self.sumo_programs = probe_layouts(self.net_file, params.pedestrian_stage)
         self.possible_agents = [lay.tls for lay in self.layouts]
@@ -122,8 +125,9 @@ class TrafficEnv(ParallelEnv):
     # ------------------------------------------------------------------ lifecycle
     def _additional_files(self) -> list[Path]:
         p = self.params
-        files = [programs.actuated_file(self.net_file, self.sumo_programs, p.min_green_s, p.max_green_s)]
-        if self.params.route_file is None:
+        files = list(self.source.additional_files) if self.source is not None else []
+        files.append(programs.actuated_file(self.net_file, self.sumo_programs, p.min_green_s, p.max_green_s))
+        if not self._own_routes():
             files.append(
                 programs.webster_file(
                     self.net_file,
@@ -136,17 +140,18 @@ class TrafficEnv(ParallelEnv):
             )
         return files
 
+    def _own_routes(self) -> tuple[Path, ...]:
+        return self.source.route_files if self.source is not None else ()
+
     def _command(self, seed: int) -> list[str]:
         p = self.params
-        routes = (
-            resolve_file(p.route_file)
-            if p.route_file
-            else demand_file(
+        routes = self._own_routes() or (
+            demand_file(
                 self.net_file, [m.period() for m in p.periods], seed, p.demand_jitter, p.through_weight
-            )
+            ),
         )
         cmd = [
-            "-n", str(self.net_file), "-r", str(routes),
+            "-n", str(self.net_file), "-r", ",".join(str(r) for r in routes),
             "-a", ",".join(str(f) for f in self._additional_files()),
             "--seed", str(seed % 2**31),
             "--begin", str(p.begin_s), "--end", str(p.begin_s + p.duration_s + 1),
