@@ -158,3 +158,16 @@ def test_osm_files_and_configs_sumo_cannot_use_are_refused(tmp_path: Path) -> No
     cfg.write_text("<configuration><input/></configuration>")
     with pytest.raises(ValidationError, match="sumocfg .*names no net-file"):
         TrafficParams(sumocfg=str(cfg))
+
+
+def test_queues_count_the_road_before_a_stub_approach_lane_but_never_past_another_signal() -> None:
+    """ingolstadt7's clustered junction starts an approach 0.92 m before its stop line: the queue
+    max-pressure and longest-queue-first see includes the 44 m road feeding it."""
+    from fieldrl.domains.traffic.env import probe_layouts
+
+    layouts, _ = probe_layouts(net_file_for(TrafficParams(resco="ingolstadt7")), False)
+    stub = next(lay for lay in layouts if "10425609#1_1" in lay.in_lanes)
+    lanes, sharing = stub.upstream["10425609#1_1"]
+    assert any(u.startswith("10425609#0_") for u in lanes) and sharing == 3  # three lanes share the road
+    generated, _ = probe_layouts(net_file_for(TrafficParams(network="grid")), True)
+    assert all(not lay.upstream for lay in generated)  # 200 m blocks between signals: nothing to add

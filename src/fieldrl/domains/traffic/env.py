@@ -79,8 +79,52 @@ def probe_layouts(net_file: Path, pedestrian_stage: bool) -> tuple[list[SignalLa
             sumo.close(handle, owner)
         if not layouts:
             raise ValueError(f"{net_file} has no traffic lights")
+        add_upstream(net_file, layouts)
         _LAYOUT_CACHE[key] = (layouts, progs)
     return _LAYOUT_CACHE[key]
+
+
+#: how far upstream of the stop line a queue is counted (a detector's reach), metres
+QUEUE_REACH_M = 150.0
+_SIGNALISED = ("traffic_light", "traffic_light_right_on_red", "traffic_light_unregulated")
+
+
+def add_upstream(net_file: Path, layouts: list[SignalLayout], reach_m: float = QUEUE_REACH_M) -> None:
+    """Fill each layout's ``upstream``: the lanes feeding each incoming lane within ``reach_m``.
+
+    An incoming lane can be a metre long (RESCO's ingolstadt junctions are clusters whose approach
+    lanes start just before the stop line), so its own halting count misses the queue standing on the
+    road before it. The search walks back edge by edge through nodes without signals (never into
+    another signal's junction) until ``reach_m`` metres of road are covered.
+    """
+    import sumolib
+
+    net = sumolib.net.readNet(str(net_file))
+    for lay in layouts:
+        per_edge: dict[str, int] = {}
+        for lane in lay.in_lanes:
+            edge = lane.rsplit("_", 1)[0]
+            per_edge[edge] = per_edge.get(edge, 0) + 1
+        for lane in lay.in_lanes:
+            edge_id = lane.rsplit("_", 1)[0]
+            if not net.hasEdge(edge_id):
+                continue
+            edge = net.getEdge(edge_id)
+            covered, frontier, seen, found = edge.getLength(), [edge], {edge_id}, []
+            while frontier and covered < reach_m:
+                nxt = []
+                for e in frontier:
+                    if e.getFromNode().getType() in _SIGNALISED:
+                        continue
+                    for inc in e.getIncoming():
+                        if inc.getID() not in seen and not inc.getID().startswith(":"):
+                            seen.add(inc.getID())
+                            nxt.append(inc)
+                            found += [x.getID() for x in inc.getLanes() if x.allows("passenger")]
+                covered += min((e.getLength() for e in nxt), default=0.0)
+                frontier = nxt
+            if found:
+                lay.upstream[lane] = (found, per_edge[edge_id])
 
 
 class TrafficEnv(ParallelEnv):
@@ -371,6 +415,12 @@ class TrafficEnv(ParallelEnv):
     # ------------------------------------------------------------------ heuristics' view
     def halting(self, lane: str) -> int:
         return int(self._handle.lane.getLastStepHaltingNumber(lane))
+
+    def queue(self, agent: str, lane: str) -> float:
+        """Halting vehicles waiting for incoming ``lane`` of junction ``agent``: on the lane and, shared
+        among the junction's lanes of that road, on the road before it within ``QUEUE_REACH_M``."""
+        lanes, sharing = self.controllers[agent].layout.upstream.get(lane, ((), 1))
+        return self.halting(lane) + sum(self.halting(u) for u in lanes) / sharing
 
     def approaching(self, lane: str, within_m: float) -> int:
         """Moving vehicles on ``lane`` within ``within_m`` of the stop line (a detector's view)."""

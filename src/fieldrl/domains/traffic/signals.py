@@ -45,6 +45,9 @@ class SignalLayout:
     walkingareas: set[str]
     link_lanes: list[tuple[str, str]]  # (incoming lane, outgoing lane) per vehicle link
     lane_capacity: dict[str, float] = field(default_factory=dict)
+    #: per incoming lane: lanes upstream of it within ``QUEUE_REACH_M`` (through unsignalised nodes)
+    #: and how many incoming lanes of the junction share them (see ``TrafficEnv.queue``)
+    upstream: dict[str, tuple[list[str], int]] = field(default_factory=dict)
 
     @property
     def n_stages(self) -> int:
