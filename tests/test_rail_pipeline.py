@@ -23,7 +23,7 @@ def _run(name: str, params: RailParams, seeds: list[int]) -> dict[str, np.ndarra
 
 def test_deadlock_avoiding_dispatcher_never_deadlocks_and_beats_shortest_path():
     params, seeds = RailParams(level=1), list(range(500, 506))
-    base = _run("shortest-path", params, seeds)
+    base = _run("greedy-shortest-route", params, seeds)
     safe = _run("deadlock-avoiding", params, seeds)
     reroute = _run("priority-reroute", params, seeds)
     assert base["deadlocked"].mean() > 10  # trains leaving at once meet head-on

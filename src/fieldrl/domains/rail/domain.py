@@ -31,6 +31,8 @@ def make_env(params: RailParams, training: bool = False) -> RailParallelEnv:
         shield_paths=params.shield_paths,
         curriculum=tuple(params.curriculum) if training else (),
         curriculum_episodes=params.curriculum_episodes,
+        config=params.configuration() if params.flatland is not None else None,
+        env_file=params.env_file,
     )
 
 

@@ -32,6 +32,7 @@ can change any more).
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from fieldrl.domains.rail.deadlock import deadlocked
-from fieldrl.domains.rail.levels import LEVELS, make_rail_env
+from fieldrl.domains.rail.levels import LEVELS, Level, load_rail_env, make_rail_env, read_env_file
 from fieldrl.domains.rail.network import DC, DR, TURNS, RailNetwork
 from fieldrl.domains.rail.observation import OBS_SIZE, OWN, PathLookahead, build_observations
 from fieldrl.domains.rail.reservation import Shield
@@ -72,6 +73,9 @@ class RailParallelEnv(ParallelEnv):
     :param shield_paths: shortest paths a shielded departure may choose from (the first free one).
     :param curriculum: training only: levels sampled at each reset, weights moving from the first
         towards the last over ``curriculum_episodes`` episodes (see :meth:`curriculum_weights`).
+    :param config: a Flatland configuration of your own (replaces ``level``).
+    :param env_file: a saved Flatland environment (``.pkl``; replaces ``level`` and ``config``): its
+        network, trains and timetable every episode, malfunctions drawn from the seed.
     """
 
     metadata = {"name": "fieldrl_rail_v0"}
@@ -88,6 +92,8 @@ class RailParallelEnv(ParallelEnv):
         shield_paths: int = 4,
         curriculum: tuple[int, ...] = (),
         curriculum_episodes: int = 200,
+        config: Level | None = None,
+        env_file: str | Path | None = None,
     ):
         if mode not in ("semi", "monolithic"):
             raise ValueError(f"mode must be 'semi' or 'monolithic', got {mode!r}")
@@ -102,8 +108,15 @@ class RailParallelEnv(ParallelEnv):
         self.curriculum = tuple(int(x) for x in curriculum)
         self.curriculum_episodes = int(curriculum_episodes)
         self.episodes = 0
+        self.flatland_config = config
+        self.env_file = Path(env_file) if env_file is not None else None
         levels = self.curriculum or (self.level,)
-        self.max_slots = max(LEVELS[x].trains for x in levels)
+        if self.env_file is not None:
+            self.max_slots = len(read_env_file(self.env_file)["agents"])
+        elif config is not None and not self.curriculum:
+            self.max_slots = config.trains
+        else:
+            self.max_slots = max(LEVELS[x].trains for x in levels)
         self.possible_agents = [f"train_{i}" for i in range(self.max_slots)]
         self.agents: list[str] = []
         self.fl: RailEnv | None = None
@@ -139,7 +152,11 @@ class RailParallelEnv(ParallelEnv):
             level = int(rng.choice(self.curriculum, p=self.curriculum_weights()))
         self.episodes += 1
         self.current_level = level
-        self.fl = fl = make_rail_env(LEVELS[level], env_seed)
+        if self.env_file is not None:
+            self.fl = fl = load_rail_env(self.env_file, env_seed)
+        else:
+            use_config = self.flatland_config is not None and not self.curriculum
+            self.fl = fl = make_rail_env(self.flatland_config if use_config else LEVELS[level], env_seed)
         self.net = RailNetwork(fl)
         self.n = n = fl.get_num_agents()
         self.max_steps = int(fl._max_episode_steps)

@@ -123,7 +123,14 @@ def dispatcher_finding(ctx: Any, variant: str) -> str:
     entry = ctx.summary["variants"].get(variant, {})
     best = entry.get("best_heuristic")
     heuristics = [e.label for e in ctx.scenario.policies.heuristics]
-    base = next((e.label for e in ctx.scenario.policies.heuristics if e.use == "shortest-path"), None)
+    base = next(
+        (
+            e.label
+            for e in ctx.scenario.policies.heuristics
+            if e.use in ("greedy-shortest-route", "shortest-path")
+        ),
+        None,
+    )
     if best is None:
         return ""
     where = "" if variant == "default" else f"In {variant}, "
@@ -185,7 +192,14 @@ def report_section(ctx: Any) -> list[Any]:
         variant = ctx.scenario.variant_names[0]
         frame = traces[traces["variant"] == variant]
         shown = [ctx.summary["variants"][variant].get("best_heuristic")]
-        base = next((e.label for e in ctx.scenario.policies.heuristics if e.use == "shortest-path"), None)
+        base = next(
+            (
+                e.label
+                for e in ctx.scenario.policies.heuristics
+                if e.use in ("greedy-shortest-route", "shortest-path")
+            ),
+            None,
+        )
         shown = [p for p in [base, *shown] if p is not None and p in set(frame["policy"])]
         for policy in dict.fromkeys(shown):
             rows = frame[frame["policy"] == policy]

@@ -27,7 +27,7 @@ from pettingzoo import ParallelEnv
 from fieldrl.domains.traffic import programs, sumo
 from fieldrl.domains.traffic.demand import demand_file
 from fieldrl.domains.traffic.networks import NetworkOptions, build_network
-from fieldrl.domains.traffic.params import TrafficParams, resolve_file
+from fieldrl.domains.traffic.params import TrafficParams
 from fieldrl.domains.traffic.rewards import StepStats, jain, reward
 from fieldrl.domains.traffic.signals import GREEN, SignalLayout, StageController, Timing, read_layout
 
@@ -50,8 +50,10 @@ TRACE_KEYS = ("time_s", "queue_now", "peds_waiting_now", "ped_longest_wait_now",
 
 
 def net_file_for(params: TrafficParams) -> Path:
-    if params.net_file is not None:
-        return resolve_file(params.net_file)
+    """The ``.net.xml`` the scenario runs: yours, a config's, RESCO's, converted from OSM, or generated."""
+    source = params.network_source()
+    if source is not None:
+        return source.net_file
     opts = NetworkOptions(params.network, params.block_m, params.arm_m, params.lanes + 1)
     return build_network(opts)
 
@@ -77,8 +79,52 @@ def probe_layouts(net_file: Path, pedestrian_stage: bool) -> tuple[list[SignalLa
             sumo.close(handle, owner)
         if not layouts:
             raise ValueError(f"{net_file} has no traffic lights")
+        add_upstream(net_file, layouts)
         _LAYOUT_CACHE[key] = (layouts, progs)
     return _LAYOUT_CACHE[key]
+
+
+#: how far upstream of the stop line a queue is counted (a detector's reach), metres
+QUEUE_REACH_M = 150.0
+_SIGNALISED = ("traffic_light", "traffic_light_right_on_red", "traffic_light_unregulated")
+
+
+def add_upstream(net_file: Path, layouts: list[SignalLayout], reach_m: float = QUEUE_REACH_M) -> None:
+    """Fill each layout's ``upstream``: the lanes feeding each incoming lane within ``reach_m``.
+
+    An incoming lane can be a metre long (RESCO's ingolstadt junctions are clusters whose approach
+    lanes start just before the stop line), so its own halting count misses the queue standing on the
+    road before it. The search walks back edge by edge through nodes without signals (never into
+    another signal's junction) until ``reach_m`` metres of road are covered.
+    """
+    import sumolib
+
+    net = sumolib.net.readNet(str(net_file))
+    for lay in layouts:
+        per_edge: dict[str, int] = {}
+        for lane in lay.in_lanes:
+            edge = lane.rsplit("_", 1)[0]
+            per_edge[edge] = per_edge.get(edge, 0) + 1
+        for lane in lay.in_lanes:
+            edge_id = lane.rsplit("_", 1)[0]
+            if not net.hasEdge(edge_id):
+                continue
+            edge = net.getEdge(edge_id)
+            covered, frontier, seen, found = edge.getLength(), [edge], {edge_id}, []
+            while frontier and covered < reach_m:
+                nxt = []
+                for e in frontier:
+                    if e.getFromNode().getType() in _SIGNALISED:
+                        continue
+                    for inc in e.getIncoming():
+                        if inc.getID() not in seen and not inc.getID().startswith(":"):
+                            seen.add(inc.getID())
+                            nxt.append(inc)
+                            found += [x.getID() for x in inc.getLanes() if x.allows("passenger")]
+                covered += min((e.getLength() for e in nxt), default=0.0)
+                frontier = nxt
+            if found:
+                lay.upstream[lane] = (found, per_edge[edge_id])
 
 
 class TrafficEnv(ParallelEnv):
@@ -93,6 +139,7 @@ class TrafficEnv(ParallelEnv):
 
     def __init__(self, params: TrafficParams, native_program: str | None = None):
         self.params = params
+        self.source = params.network_source()
         self.net_file = net_file_for(params)
         self.layouts, self.sumo_programs = probe_layouts(self.net_file, params.pedestrian_stage)
         self.possible_agents = [lay.tls for lay in self.layouts]
@@ -122,8 +169,9 @@ class TrafficEnv(ParallelEnv):
     # ------------------------------------------------------------------ lifecycle
     def _additional_files(self) -> list[Path]:
         p = self.params
-        files = [programs.actuated_file(self.net_file, self.sumo_programs, p.min_green_s, p.max_green_s)]
-        if self.params.route_file is None:
+        files = list(self.source.additional_files) if self.source is not None else []
+        files.append(programs.actuated_file(self.net_file, self.sumo_programs, p.min_green_s, p.max_green_s))
+        if not self._own_routes():
             files.append(
                 programs.webster_file(
                     self.net_file,
@@ -136,17 +184,18 @@ class TrafficEnv(ParallelEnv):
             )
         return files
 
+    def _own_routes(self) -> tuple[Path, ...]:
+        return self.source.route_files if self.source is not None else ()
+
     def _command(self, seed: int) -> list[str]:
         p = self.params
-        routes = (
-            resolve_file(p.route_file)
-            if p.route_file
-            else demand_file(
+        routes = self._own_routes() or (
+            demand_file(
                 self.net_file, [m.period() for m in p.periods], seed, p.demand_jitter, p.through_weight
-            )
+            ),
         )
         cmd = [
-            "-n", str(self.net_file), "-r", str(routes),
+            "-n", str(self.net_file), "-r", ",".join(str(r) for r in routes),
             "-a", ",".join(str(f) for f in self._additional_files()),
             "--seed", str(seed % 2**31),
             "--begin", str(p.begin_s), "--end", str(p.begin_s + p.duration_s + 1),
@@ -366,6 +415,12 @@ class TrafficEnv(ParallelEnv):
     # ------------------------------------------------------------------ heuristics' view
     def halting(self, lane: str) -> int:
         return int(self._handle.lane.getLastStepHaltingNumber(lane))
+
+    def queue(self, agent: str, lane: str) -> float:
+        """Halting vehicles waiting for incoming ``lane`` of junction ``agent``: on the lane and, shared
+        among the junction's lanes of that road, on the road before it within ``QUEUE_REACH_M``."""
+        lanes, sharing = self.controllers[agent].layout.upstream.get(lane, ((), 1))
+        return self.halting(lane) + sum(self.halting(u) for u in lanes) / sharing
 
     def approaching(self, lane: str, within_m: float) -> int:
         """Moving vehicles on ``lane`` within ``within_m`` of the stop line (a detector's view)."""

@@ -120,7 +120,7 @@ class MaxPressure(_EnvPolicy):
         ctl = env.controllers[agent]
         lay = ctl.layout
         pressure = {
-            i: env.halting(src) - env.halting(dst)
+            i: env.queue(agent, src) - env.halting(dst)
             for i, (src, dst) in zip(lay.vehicle_links, lay.link_lanes, strict=True)
         }
         scores = [float(sum(pressure[i] for i in lay.green(k) if i in pressure)) for k in range(lay.n_stages)]
@@ -140,7 +140,7 @@ class LongestQueueFirst(_EnvPolicy):
                 for i, (src, _) in zip(lay.vehicle_links, lay.link_lanes, strict=True)
                 if i in lay.green(k)
             }
-            scores.append(float(sum(env.halting(lane) for lane in lanes)))
+            scores.append(float(sum(env.queue(agent, lane) for lane in lanes)))
         return _best(scores + [-np.inf] * (env.n_stages - lay.n_stages), env.action_mask(agent), ctl.stage)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 from xml.etree import ElementTree
@@ -11,19 +12,41 @@ from xml.etree import ElementTree
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fieldrl.domains.traffic.demand import Period
+from fieldrl.domains.traffic.networks import (
+    RESCO_NETWORKS,
+    convert_osm,
+    read_sumocfg,
+    resco_config,
+    sumo_rl_nets,
+)
 from fieldrl.domains.traffic.rewards import TERMS
+
+RescoName = Literal[RESCO_NETWORKS]  # type: ignore[valid-type]
 
 
 def resolve_file(value: str) -> Path:
-    """A path, or ``sumo-rl:<path>`` for a network bundled with sumo-rl (e.g. its RESCO benchmarks)."""
-    if value.startswith("sumo-rl:"):
-        import importlib.util
+    """A path, or ``sumo-rl:<path>`` for a file bundled with sumo-rl (e.g. its RESCO benchmarks).
 
-        spec = importlib.util.find_spec("sumo_rl")
-        if spec is None or spec.origin is None:
+    A ``sumo-rl:`` path must stay inside sumo-rl's ``nets`` folder; one that climbs out of it
+    resolves to a path that does not exist.
+    """
+    if value.startswith("sumo-rl:"):
+        try:
+            nets = sumo_rl_nets().resolve()
+        except FileNotFoundError:
             return Path("/nonexistent-sumo-rl") / value[len("sumo-rl:") :]
-        return Path(spec.origin).parent / "nets" / value[len("sumo-rl:") :]
+        path = (nets / value[len("sumo-rl:") :]).resolve()
+        return path if path.is_relative_to(nets) else Path("/nonexistent-sumo-rl/outside-nets")
     return Path(value)
+
+
+@dataclass(frozen=True)
+class NetworkSource:
+    """The files a scenario's simulation reads besides what fieldrl generates."""
+
+    net_file: Path
+    route_files: tuple[Path, ...] = ()
+    additional_files: tuple[Path, ...] = ()
 
 
 def xml_problem(path: Path, root: str) -> str | None:
@@ -77,6 +100,21 @@ class TrafficParams(_Strict):
     route_file: str | None = Field(
         None, description="Your own .rou.xml (replaces the generated demand; seeds still vary SUMO's draws)."
     )
+    resco: RescoName | None = Field(
+        None,
+        description="A RESCO benchmark network sumo-rl ships, by name: its network, demand, start and "
+        "length from its own .sumocfg.",
+    )
+    sumocfg: str | None = Field(
+        None,
+        description="Your own SUMO configuration (.sumocfg): net-file, route-files, additional-files, "
+        "begin and end are read from it (begin_s and periods given here take precedence).",
+    )
+    osm_file: str | None = Field(
+        None,
+        description="An OpenStreetMap extract (.osm XML), converted with SUMO's netconvert (signals where "
+        "OSM tags them, sidewalks and crossings guessed); demand generated from periods, or route_file.",
+    )
     begin_s: int = Field(
         0,
         ge=0,
@@ -108,7 +146,7 @@ class TrafficParams(_Strict):
     traci: bool = Field(False, description="Run SUMO over TraCI instead of in-process libsumo.")
     gui: bool = Field(False, description="Show sumo-gui (needs traci: true and a display).")
 
-    @field_validator("net_file", "route_file")
+    @field_validator("net_file", "route_file", "sumocfg", "osm_file")
     @classmethod
     def _exists(cls, value: str | None) -> str | None:
         if value is None:
@@ -131,23 +169,84 @@ class TrafficParams(_Strict):
 
     @model_validator(mode="after")
     def _files_readable(self) -> TrafficParams:
-        """Your own network and routes must be SUMO XML; the network must have signals SUMO can run."""
-        for field, root in (("net_file", "net"), ("route_file", "routes")):
+        """One network source; its files must be SUMO (or OSM) XML with signals SUMO can run."""
+        given = [f for f in ("net_file", "sumocfg", "resco", "osm_file") if getattr(self, f) is not None]
+        if len(given) > 1:
+            raise ValueError(
+                f"{' and '.join(given)} both name the network: give one of net_file, sumocfg, resco, osm_file"
+            )
+        if self.route_file is not None and given and given[0] in ("sumocfg", "resco"):
+            raise ValueError(f"route_file: {given[0]} names its own routes; give one or the other")
+        for field, root in (("net_file", "net"), ("route_file", "routes"), ("osm_file", "osm")):
             value = getattr(self, field)
             if value is not None:
                 problem = xml_problem(resolve_file(value), root)
                 if problem:
                     raise ValueError(f"{field} {value!r}: {problem}")
-        if self.net_file is not None:
+        if given:
+            source = self._checked_source(given[0])
             from fieldrl.domains.traffic.env import probe_layouts
 
             try:
                 with contextlib.redirect_stdout(io.StringIO()):  # TraCI prints its connection retries
-                    probe_layouts(resolve_file(self.net_file), self.pedestrian_stage)
+                    probe_layouts(source.net_file, self.pedestrian_stage)
             except Exception as exc:  # SUMO and TraCI raise many kinds; all mean "not a usable network"
                 reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-                raise ValueError(f"net_file {self.net_file!r}: SUMO cannot use it ({reason})") from None
+                value = getattr(self, given[0])
+                raise ValueError(f"{given[0]} {value!r}: SUMO cannot use its network ({reason})") from None
         return self
+
+    def _checked_source(self, field: str) -> NetworkSource:
+        """:meth:`network_source`, with a config's begin and length filled in where not given."""
+        value = getattr(self, field)
+        try:
+            source = self.network_source()
+        except (ValueError, RuntimeError) as exc:
+            raise ValueError(f"{field} {value!r}: {' '.join(str(exc).split())[:300]}") from None
+        assert source is not None
+        if field in ("sumocfg", "resco"):
+            cfg = read_sumocfg(self._config_path())
+            problem = xml_problem(cfg.net_file, "net")
+            if problem:
+                raise ValueError(f"{field} {value!r}: its net-file {str(cfg.net_file)!r}: {problem}")
+            if "begin_s" not in self.model_fields_set and cfg.begin_s is not None:
+                self.begin_s = cfg.begin_s
+            if "periods" not in self.model_fields_set and cfg.end_s is not None:
+                length = cfg.end_s - self.begin_s
+                if not 60 <= length <= 86400:
+                    raise ValueError(
+                        f"{field} {value!r}: begin {self.begin_s} s to end {cfg.end_s} s is not 60..86400 s; "
+                        "give periods"
+                    )
+                self.periods = [
+                    PeriodModel(name=f"{field} {value}"[:40], duration_s=length, vehicles_main=0.0,
+                                vehicles_side=0.0, pedestrians=0.0)
+                ]  # fmt: skip
+        return source
+
+    def _config_path(self) -> Path:
+        return resco_config(self.resco) if self.resco is not None else resolve_file(self.sumocfg or "")
+
+    def network_source(self) -> NetworkSource | None:
+        """The network and demand files the simulation reads (None: fieldrl generates both).
+
+        Runs ``netconvert`` for an OpenStreetMap extract (once; the result is cached).
+        """
+        routes = (resolve_file(self.route_file),) if self.route_file is not None else ()
+        if self.resco is not None or self.sumocfg is not None:
+            cfg = read_sumocfg(self._config_path())
+            return NetworkSource(cfg.net_file, cfg.route_files, cfg.additional_files)
+        if self.osm_file is not None:
+            return NetworkSource(convert_osm(resolve_file(self.osm_file)), routes)
+        if self.net_file is not None:
+            return NetworkSource(resolve_file(self.net_file), routes)
+        return None
+
+    @property
+    def own_demand(self) -> bool:
+        """True when route files (yours, a config's or RESCO's) replace the generated demand."""
+        source = self.network_source() if self.osm_file is None else None
+        return self.route_file is not None or bool(source and source.route_files)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrafficParams:
@@ -155,11 +254,12 @@ class TrafficParams(_Strict):
             raise ValueError(f"max_green_s ({self.max_green_s}) must be >= min_green_s ({self.min_green_s})")
         if self.gui and not self.traci:
             raise ValueError("gui: true needs traci: true (libsumo has no GUI)")
-        if (self.net_file is None) != (self.route_file is None) and self.net_file is None:
-            raise ValueError("route_file needs net_file")
-        if self.begin_s > 0 and self.route_file is None:
+        if self.route_file is not None and self.net_file is None and self.osm_file is None:
+            raise ValueError("route_file needs net_file or osm_file")
+        if self.begin_s > 0 and not self.own_demand:
             raise ValueError(
-                f"begin_s ({self.begin_s}) needs your own route_file; generated demand starts at 0"
+                f"begin_s ({self.begin_s}) needs your own routes (route_file, or a sumocfg or RESCO network "
+                "naming route files); generated demand starts at 0"
             )
         return self
 

@@ -9,13 +9,19 @@ Switching from stage ``a`` to ``b`` always runs, second by second:
 1. pedestrian clearance (``ped_clearance_s``): crossings green in ``a`` but not in ``b`` turn red
    so nobody starts crossing, while vehicle links keep their green and people already on the
    crossing finish (SUMO's own programs have the same 5 s interval before the yellow);
-2. yellow (``yellow_s``): vehicle links losing green show yellow;
-3. all-red (``all_red_s``): every link losing green is red;
-4. green of ``b``, held for at least ``min_green_s``.
+2. yellow (``yellow_s``): vehicle links losing their right of way show yellow;
+3. all-red (``all_red_s``): every link losing its right of way is red;
+4. green of ``b``, held for at least ``min_green_s`` and at most ``max_green_s``.
 
-Links green in both stages stay green throughout. Written here because sumo-rl's
-``TrafficSignal`` treats SUMO's pedestrian-clearance phase as a green phase of its own and gives
-pedestrians only the vehicle yellow to clear.
+A vehicle link loses its right of way when it is green in ``a`` and not in ``b``, and also when
+it goes from priority green ``G`` to permissive ``g`` (a protected left turn becoming a left turn
+that yields to oncoming traffic now given green): it gets the yellow and all-red like any other.
+Links green in both stages otherwise stay green throughout. When nothing loses its right of way
+(``b`` only adds greens, or every interval is 0 s) the switch is immediate. After ``max_green_s``
+seconds of green the controller moves on to the next stage by itself if nobody asked for another,
+so a stage is never held longer, whatever the policy or the program. Written here because
+sumo-rl's ``TrafficSignal`` treats SUMO's pedestrian-clearance phase as a green phase of its own
+and gives pedestrians only the vehicle yellow to clear.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ class SignalLayout:
     walkingareas: set[str]
     link_lanes: list[tuple[str, str]]  # (incoming lane, outgoing lane) per vehicle link
     lane_capacity: dict[str, float] = field(default_factory=dict)
+    #: per incoming lane: lanes upstream of it within ``QUEUE_REACH_M`` (through unsignalised nodes)
+    #: and how many incoming lanes of the junction share them (see ``TrafficEnv.queue``)
+    upstream: dict[str, tuple[list[str], int]] = field(default_factory=dict)
 
     @property
     def n_stages(self) -> int:
@@ -137,21 +146,43 @@ class StageController:
         return [True] * n
 
     def request(self, stage: int) -> None:
-        """Ask for ``stage``; disallowed requests keep the current plan (next stage at max green)."""
+        """Ask for ``stage``; disallowed requests keep the current plan (next stage at max green).
+
+        A stage this junction does not have (actions are padded to the network's largest junction)
+        counts as disallowed.
+        """
         stage = int(stage)
         mask = self.allowed()
-        if not mask[stage]:
+        if not (0 <= stage < len(mask) and mask[stage]):
             if self.in_transition or self.green_time < self.timing.min_green_s:
                 return
-            stage = (self.stage + 1) % self.layout.n_stages  # max green reached: move on
+            stage = self._next_stage()  # max green reached: move on
         if stage != self.stage and not self.in_transition:
-            self._plan = self._transition(self.stage, stage)
-            self.target = stage
+            self._start(stage)
 
-    def _transition(self, a: int, b: int) -> list[str]:
+    def _next_stage(self) -> int:
+        return (self.stage + 1) % self.layout.n_stages
+
+    def _start(self, stage: int) -> None:
+        """Begin the switch to ``stage``; with nothing to clear it happens at once."""
+        self._plan = self._transition(self.stage, stage)
+        self.target = stage
+        if not self._plan:
+            self.stage, self.green_time = stage, 0
+
+    def keeps_right_of_way(self, a: int, b: int) -> list[bool]:
+        """Per link: green in stage ``a`` and still green in ``b``, not losing priority (``G`` -> ``g``)."""
         old, new = self.layout.states[a], self.layout.states[b]
         crossing = set(self.layout.crossing_links)
-        keep = [o in GREEN and n in GREEN for o, n in zip(old, new, strict=True)]
+        return [
+            o in GREEN and n in GREEN and not (i not in crossing and o == "G" and n == "g")
+            for i, (o, n) in enumerate(zip(old, new, strict=True))
+        ]
+
+    def _transition(self, a: int, b: int) -> list[str]:
+        old = self.layout.states[a]
+        crossing = set(self.layout.crossing_links)
+        keep = self.keeps_right_of_way(a, b)
         clear = "".join(
             "r" if (i in crossing and not keep[i] and o in GREEN) else o for i, o in enumerate(old)
         )
@@ -164,11 +195,15 @@ class StageController:
             plan += [clear] * self.timing.ped_clearance_s
         if "y" in yellow:
             plan += [yellow] * self.timing.yellow_s
-        plan += [red] * self.timing.all_red_s
+        if red != old:  # something loses its right of way: clear the junction before b's greens
+            plan += [red] * self.timing.all_red_s
         return plan
 
     def tick(self) -> str:
         """Advance one second; return the state to show during it."""
+        at_max = self.green_time >= self.timing.max_green_s and self.layout.n_stages > 1
+        if not self._plan and at_max:
+            self._start(self._next_stage())  # nobody asked for another stage: max green ends it
         if self._plan:
             state = self._plan.pop(0)
             if not self._plan:

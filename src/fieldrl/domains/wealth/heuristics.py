@@ -62,9 +62,21 @@ class ProblemObs(np.ndarray):
         self.problems = getattr(obj, "problems", ())
 
 
-@lru_cache(maxsize=512)
-def dp_solution(problem: Problem, grid_density: float = 1.0) -> gbwm_dp.DPSolution:
-    """The DP solution of ``problem``, cached (problems are immutable and hashable)."""
+def dp_solution(problem: Problem, grid_density: float | None = None) -> gbwm_dp.DPSolution:
+    """The DP solution of ``problem``, cached (problems are immutable and hashable).
+
+    :param grid_density: None (the reference for ``dp`` and ``pct_of_dp``): grids refined until
+        ``V(0, W0)`` changes by at most 0.1 % (:func:`gbwm_dp.solve_converged`); a number: one grid
+        of that density with exact transition rows (1 = the paper's grid, up to ~1.5 % low on
+        multi-goal problems; see docs/wealth.md).
+    """
+    return _cached_solution(problem, None if grid_density is None else float(grid_density))
+
+
+@lru_cache(maxsize=128)
+def _cached_solution(problem: Problem, grid_density: float | None) -> gbwm_dp.DPSolution:
+    if grid_density is None:
+        return gbwm_dp.solve_converged(problem)
     return gbwm_dp.solve(problem, grid_density=grid_density)
 
 
@@ -112,8 +124,12 @@ class GlideSettings(_Settings):
 
 
 class DPSettings(_Settings):
-    grid_density: float = Field(
-        1.0, ge=0.25, le=10.0, description="Grid points per sigma_min (1 = the paper's grid)."
+    grid_density: float | None = Field(
+        None,
+        ge=0.25,
+        le=10.0,
+        description="Grid points per sigma_min. Unset (default): grids refined until the DP value "
+        "changes by at most 0.1 %, the reference pct_of_dp uses; 1 = the paper's coarser grid.",
     )
 
 
@@ -225,9 +241,12 @@ class DynamicProgramming(_Rule):
     random problems).
     """
 
-    def __init__(self, name: str, n_options: int, k: int, problem: Problem | None, grid_density: float):
+    def __init__(
+        self, name: str, n_options: int, k: int, problem: Problem | None, grid_density: float | None = None
+    ):
         super().__init__(name, n_options, k)
-        self.problem, self.grid_density = problem, float(grid_density)
+        self.problem = problem
+        self.grid_density = None if grid_density is None else float(grid_density)
 
     def _problems(self, obs: np.ndarray) -> tuple[Problem, ...]:
         if self.problem is not None:
