@@ -89,6 +89,7 @@ class Imitation(Strict):
     max_decisions: int = Field(
         100_000, ge=100, le=10**7, description="decisions kept for cloning at most (a uniform sample beyond)"
     )
+    learning_rate: float = Field(1e-3, gt=0, le=1, description="Adam learning rate of the cloning")
 
 
 class Residual(Strict):

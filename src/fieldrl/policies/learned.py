@@ -154,7 +154,14 @@ def train_model(
 
             demos = demonstrations(float(kwargs.get("gamma", 0.99)))
             kept_demos = demos.sample(entry.imitate.max_decisions, seed)
-            cloned = imitation.clone(model, venv, kept_demos, entry.imitate.epochs, seed=seed)
+            cloned = imitation.clone(
+                model,
+                venv,
+                kept_demos,
+                entry.imitate.epochs,
+                learning_rate=entry.imitate.learning_rate,
+                seed=seed,
+            )
             cloned["episodes"] = float(demos.episodes)
             cloned["decisions_seen"] = float(len(demos))
             imitation_stats = json.dumps(cloned, indent=1).encode()
