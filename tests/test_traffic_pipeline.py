@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 from pypdf import PdfReader
@@ -40,3 +41,8 @@ def test_traffic_quick_runs_end_to_end_and_reports_both_modes(tmp_path, monkeypa
     assert seeds.nunique() == 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["primary_kpi"] == "person_delay_mean"
+    # validation during training: the in-process training env holds libsumo, so validation episodes
+    # run over TraCI; every learned policy was selected on finite validation scores
+    for policy, seeds in summary["validation"]["learned"]["default"].items():
+        selected = seeds["0"]["selected"]
+        assert selected is not None and math.isfinite(selected["value"]), policy

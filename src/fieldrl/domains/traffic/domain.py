@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from fieldrl.domains.base import Domain, EpisodeRecord
 from fieldrl.domains.multiagent import AgentSlotVecEnv, ParallelLockstepEnvs
-from fieldrl.domains.traffic import metrics
+from fieldrl.domains.traffic import metrics, sumo
 from fieldrl.domains.traffic.env import TrafficEnv
 from fieldrl.domains.traffic.heuristics import HEURISTICS
 from fieldrl.domains.traffic.params import TrafficParams
@@ -58,6 +58,10 @@ class TrafficDomain(Domain):
         self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
     ) -> ParallelLockstepEnvs:
         p = self.checked_params(params)
+        if not p.traci and sumo.libsumo_in_use():
+            # validation during training: the training env holds this process's libsumo simulation,
+            # so these episodes run the same SUMO over TraCI (a process of their own)
+            p = p.model_copy(update={"traci": True})
         envs = [TrafficEnv(p) for _ in seeds]
         return ParallelLockstepEnvs(envs, seeds, metrics.info_keys(envs[0].n_stages))
 

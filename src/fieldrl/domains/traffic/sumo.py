@@ -77,6 +77,11 @@ def start(cmd: list[str], owner: object, use_traci: bool) -> Any:
     return libsumo
 
 
+def libsumo_in_use() -> bool:
+    """Whether an env of this process holds the libsumo simulation now."""
+    return _owner() is not None
+
+
 def _release(libsumo: Any) -> None:
     """Close libsumo's simulation and free the slot, even if SUMO fails while closing."""
     global _libsumo_owner
