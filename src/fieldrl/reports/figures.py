@@ -13,6 +13,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from fieldrl.reports.findings import finite as _finite  # noqa: E402
+from fieldrl.reports.findings import measured_kpis  # noqa: E402  (re-exported: figures.measured_kpis)
+
 HEURISTIC_COLOR = "#8c8c8c"
 LEARNED_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"]
 
@@ -33,20 +36,6 @@ def policy_colors(policies: list[dict[str, str]]) -> dict[str, str]:
             colors[p["name"]] = LEARNED_COLORS[i % len(LEARNED_COLORS)]
             i += 1
     return colors
-
-
-def _finite(value: Any) -> bool:
-    return value is not None and bool(np.isfinite(value))
-
-
-def measured_kpis(summary: dict[str, Any], variant: str, stat: str = "mean") -> list[dict[str, Any]]:
-    """The KPIs with a value for at least one policy in ``variant``.
-
-    A KPI that is NaN for every policy (one that does not apply in this setting, e.g. a
-    share of an optimum that does not exist) has nothing to chart and no best policy.
-    """
-    policies = summary["variants"][variant]["policies"].values()
-    return [k for k in summary["kpis"] if any(_finite(p[k["name"]][stat]["value"]) for p in policies)]
 
 
 def kpi_comparison(summary: dict[str, Any], variant: str) -> bytes:

@@ -9,6 +9,25 @@ from __future__ import annotations
 import math
 from typing import Any
 
+#: fewest held-out cases (evaluation seeds) for a confidence interval or a "beat it n % of the time":
+#: below it a bootstrap over cases says nothing, so the report says "too few held-out cases to compare"
+MIN_CASES = 5
+
+
+def finite(value: Any) -> bool:
+    """A number that is not None, NaN or infinite."""
+    return value is not None and math.isfinite(value)
+
+
+def measured_kpis(summary: dict[str, Any], variant: str, stat: str = "mean") -> list[dict[str, Any]]:
+    """The KPIs with a value for at least one policy in ``variant``.
+
+    A KPI that is NaN for every policy (one that does not apply in this setting, e.g. a
+    share of an optimum that does not exist) has nothing to chart and no best policy.
+    """
+    policies = summary["variants"][variant]["policies"].values()
+    return [k for k in summary["kpis"] if any(finite(p[k["name"]][stat]["value"]) for p in policies)]
+
 
 def fmt(value: float) -> str:
     """Three significant digits, without scientific notation for the tiny values KPIs produce."""
