@@ -138,7 +138,7 @@ def test_compare_lists_kpis_across_runs(tiny_run, tmp_path):
     other = shutil.copytree(tiny_run, tmp_path / "second")
     result = runner.invoke(app, ["compare", str(tiny_run), str(other)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "tumour_burden" in result.output and "PPO" in result.output
+    assert "Survival (%)" in result.output and "PPO" in result.output  # KPI labels, not names
     assert result.output.count("no treatment") == 2  # one row per run
 
 

@@ -44,12 +44,49 @@ def label(kpi: dict[str, Any]) -> str:
     return text if text[1:2].isupper() else text[:1].lower() + text[1:]
 
 
+def ranked(kpi: dict[str, Any]) -> bool:
+    """Whether "best", "better" and "worse" apply to this KPI (not a computation time, not a trade-off)."""
+    return bool(kpi.get("ranked", True)) and not kpi.get("wall_clock")
+
+
+def cases(entry: dict[str, Any], *policies: str) -> int:
+    """Held-out cases (evaluation seeds) behind the policies' numbers: the fewest of any of them."""
+    counts = [next(iter(entry["policies"][p].values())).get("n_eval_seeds", 0) for p in policies]
+    return min(counts, default=0)
+
+
+def too_few(n: int) -> str:
+    return f"too few held-out cases to compare ({n}; a confidence interval needs at least {MIN_CASES})"
+
+
+def oracle_lines(summary: dict[str, Any], variant: str) -> list[str]:
+    """What the exact optimisers scored: a ceiling to read the others against, not a competitor."""
+    entry = summary["variants"][variant]
+    primary = next(k for k in summary["kpis"] if k["name"] == summary["primary_kpi"])
+    unit = f" {primary['unit']}" if primary["unit"] else ""
+    where = "" if variant == "default" else f"On {variant}: "
+    lines = []
+    for oracle in summary.get("oracles") or []:
+        if oracle in entry["policies"]:
+            value = entry["policies"][oracle][primary["name"]]["mean"]["value"]
+            lines.append(
+                f"{where}{oracle} is an exact optimiser that knows the model (a ceiling no practitioner can "
+                f"reach, not a standard policy): {fmt(value)}{unit} on {label(primary)}."
+            )
+    return lines
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 case``, ``2 cases``; ``many`` for irregular plurals (``policy`` -> ``policies``)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def pct(value: float) -> str:
     return f"{value:+.0f} %" if abs(value) >= 10 else f"{value:+.2g} %"
 
 
 def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, base: float, scale: float):
-    """(verdict, phrase) for one KPI: verdict is better / worse / unclear.
+    """(verdict, phrase) for one KPI: verdict is better / worse / unclear (different: an unranked KPI).
 
     ``scale`` is the largest absolute mean of this KPI over all policies: differences
     below 0.1 % of it count as no difference, and a relative (%) difference is only
@@ -62,6 +99,8 @@ def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, bas
     negligible = abs(diff["value"]) < 1e-3 * scale
     if (diff["low"] > 0 or diff["high"] < 0) and not negligible:
         verdict = "better" if sign * diff["value"] > 0 else "worse"
+        if not ranked(kpi):
+            verdict = "different"  # a trade-off: higher or lower, never better or worse
     else:
         verdict = "unclear"
     unit = kpi["unit"]
@@ -93,29 +132,36 @@ def _scale(entry: dict[str, Any], name: str) -> float:
 
 
 def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
+    """Plain-words findings for one setting: best learned against best standard policy, every KPI.
+
+    Below :data:`MIN_CASES` held-out cases there are no confidence intervals and no "beat it n % of
+    the time": the numbers are stated and the comparison is called what it is, too small.
+    """
     entry = summary["variants"][variant]
     kpis = {k["name"]: k for k in summary["kpis"]}
     primary = kpis[summary["primary_kpi"]]
     where = "" if variant == "default" else f"On {variant}: "
     learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+    unit = f" {primary['unit']}" if primary["unit"] else ""
     if not learned or not heuristic:
         best = learned or heuristic
         if best is None:
             return [
                 f"{where}No policy has results here: every held-out episode ended in a simulator error "
                 "(see 'Failed episodes' in the appendix)."
-            ]
+            ] + oracle_lines(summary, variant)
         stats = entry["policies"][best][primary["name"]]["mean"]
         kinds = {p["kind"] for p in summary["policies"]}
         why = (
             "the scenario has only one kind of policy" if len(kinds) < 2 else "the other kind has no results"
         )
+        ci = ""
+        if cases(entry, best) >= MIN_CASES:
+            ci = f" (95 % CI {fmt(stats['low'])} to {fmt(stats['high'])})"
         return [
-            f"{where}{best} had the best {label(primary)}: {fmt(stats['value'])} "
-            f"(95 % CI {fmt(stats['low'])} to {fmt(stats['high'])}). No learned-vs-standard "
-            f"comparison: {why}."
-        ]
-    comparison = entry["comparison"]
+            f"{where}{best} had the best {label(primary)}: {fmt(stats['value'])}{unit}{ci}. No learned-vs-"
+            f"standard comparison: {why}."
+        ] + oracle_lines(summary, variant)
 
     def means(name: str) -> tuple[float, float, float]:
         scale = _scale(entry, name)
@@ -123,18 +169,24 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
         return lv, hv, scale
 
     lv, hv, scale = means(primary["name"])
+    n = cases(entry, learned, heuristic)
+    if n < MIN_CASES:
+        return [
+            f"{where}{learned}, the best learned policy, scored {fmt(lv)}{unit} on {label(primary)} and "
+            f"{heuristic}, the best standard policy, {fmt(hv)}{unit}: {too_few(n)}."
+        ] + oracle_lines(summary, variant)
+    comparison = entry["comparison"]
     verdict, phrase = _change(primary, comparison[primary["name"]], lv, hv, scale)
     verb = {
         "better": "did better than",
         "worse": "did worse than",
         "unclear": "could not be told apart from",
     }[verdict]
-    unit = f" {primary['unit']}" if primary["unit"] else ""
     lines = [
         f"{where}{learned}, the best learned policy, {verb} {heuristic}, the best standard policy, on "
         f"{label(primary)}: {fmt(lv)} vs {fmt(hv)}{unit}; {phrase}."
     ]
-    others = {"better": [], "worse": [], "unclear": []}
+    others: dict[str, list[str]] = {"better": [], "worse": [], "unclear": [], "different": []}
     timed = [label(k) for k in kpis.values() if k.get("wall_clock")]
     apart: list[str] = []  # KPIs averaged over populations of clearly different size: not compared
     for name, kpi in kpis.items():
@@ -147,10 +199,10 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
         if base_kpi is not None:
             lb, hb, scale_b = means(base_kpi["name"])
             if _change(base_kpi, comparison[base_kpi["name"]], lb, hb, scale_b)[0] != "unclear":
-                unit = f" {base_kpi['unit']}" if base_kpi["unit"] else ""
+                base_unit = f" {base_kpi['unit']}" if base_kpi["unit"] else ""
                 apart.append(
                     f"{kpi['label']} is not compared: it is averaged over {label(base_kpi)}, and the two "
-                    f"policies differ clearly there ({fmt(lb)} vs {fmt(hb)}{unit})."
+                    f"policies differ clearly there ({fmt(lb)} vs {fmt(hb)}{base_unit})."
                 )
                 continue
         v, p = _change(kpi, comparison[name], lv_k, hv_k, scale_k)
@@ -161,14 +213,16 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
     if others["worse"]:
         parts.append("it did worse on " + "; ".join(others["worse"]))
     if others["unclear"]:
-        parts.append("no clear difference in " + ", ".join(others["unclear"]))
+        parts.append("no clear difference in " + "; ".join(others["unclear"]))
+    if others["different"]:
+        parts.append("not ranked, but different: " + "; ".join(others["different"]))
     if parts:
         text = ". ".join(p[:1].upper() + p[1:] for p in parts)
         lines.append(f"Against {heuristic}, {text[:1].lower()}{text[1:]}.")
     lines += apart
     if timed:
         lines.append(
-            f"{', '.join(timed).capitalize()}: see the table; computation times depend on the machine "
+            f"{'; '.join(timed).capitalize()}: see the table; computation times depend on the machine "
             "and its load, so they are not ranked here."
         )
     pb = entry["probability_better"]
@@ -176,7 +230,7 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
         f"On a given held-out case, {learned} beat {heuristic} on {label(primary)} "
         f"{100 * pb['value']:.0f} % of the time (95 % CI {100 * pb['low']:.0f}-{100 * pb['high']:.0f} %)."
     )
-    return lines
+    return lines + oracle_lines(summary, variant)
 
 
 def pair_findings(summary: dict[str, Any]) -> list[str]:
@@ -187,15 +241,19 @@ def pair_findings(summary: dict[str, Any]) -> list[str]:
     pairs = summary["variants"][variants[0]].get("pairs", []) if variants else []
     lines = []
     for index, pair in enumerate(pairs):
-        verdicts: dict[str, list[str]] = {"better": [], "worse": [], "unclear": []}
+        verdicts: dict[str, list[str]] = {"better": [], "worse": [], "unclear": [], "few": []}
         for variant in variants:
             entry = summary["variants"][variant]
+            where = "" if variant == "default" else f"{variant}: "
+            n = cases(entry, pair["policy"], pair["baseline"])
+            if n < MIN_CASES:
+                verdicts["few"].append(f"{where}{n} case(s)")
+                continue
             result = entry["pairs"][index]["kpis"][primary["name"]]
             scale = _scale(entry, primary["name"])
             lv = entry["policies"][pair["policy"]][primary["name"]]["mean"]["value"]
             bv = entry["policies"][pair["baseline"]][primary["name"]]["mean"]["value"]
             verdict, phrase = _change(primary, result, lv, bv, scale)
-            where = "" if variant == "default" else f"{variant}: "
             verdicts[verdict].append(f"{where}{phrase}")
         parts = []
         if verdicts["better"]:
@@ -204,5 +262,7 @@ def pair_findings(summary: dict[str, Any]) -> list[str]:
             parts.append("did worse on " + "; ".join(verdicts["worse"]))
         if verdicts["unclear"]:
             parts.append("could not be told apart on " + "; ".join(verdicts["unclear"]))
+        if verdicts["few"]:
+            parts.append(f"had too few held-out cases to compare ({'; '.join(verdicts['few'])})")
         lines.append(f"{pair['policy']} compared with {pair['baseline']}: it " + ", and ".join(parts) + ".")
     return lines
