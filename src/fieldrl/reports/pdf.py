@@ -351,6 +351,9 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
 #: page 1 ends with a page break unless it spilled onto page 2 (then at least this much of page 2 is
 #: left, and the details follow on the same page instead of leaving it nearly empty)
 PAGE_ONE_SPILL = 20 * cm
+#: the KPI comparison chart is at most this tall (narrower where it would be taller), so that it fits
+#: beside the end of the tables above it instead of leaving that page mostly empty
+CHART_HEIGHT = 15 * cm
 #: a new section starts on a new page only when less than this is left on the current one (a forced page
 #: break after a section whose last lines spilled over left pages holding one line)
 SECTION_ROOM = 9 * cm
@@ -553,7 +556,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
     ]
     rest: list[Any] = []
     for table in tables[1:]:
-        rest += [Spacer(1, 6), table]
+        rest.append(KeepTogether([Spacer(1, 6), table]))  # whole, not three rows left on a page
     rest += [
         Spacer(1, 6),
         ctx.para(
@@ -563,7 +566,9 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
         ),
     ]
     story: list[Any] = [KeepTogether(head), *rest]
-    chart = ctx.figure(f"kpis-{variant}", figures.kpi_comparison(ctx.summary, variant))
+    n_kpis = len(figures.measured_kpis(ctx.summary, variant))
+    png = figures.kpi_comparison(ctx.summary, variant, ncols=4 if n_kpis > 6 else 3)
+    chart = ctx.figure(f"kpis-{variant}", png, max_height=CHART_HEIGHT)
     story.append(KeepTogether([Paragraph(f"Comparison chart{suffix}", styles["Heading3"]), chart]))
     png = figures.learning_curves(_learning_curves(ctx.folder, ctx.scenario, variant), ctx.colors)
     if png is not None:
