@@ -155,9 +155,7 @@ def untrained_warnings(summary: dict[str, Any], scenario: Scenario) -> list[str]
             idle = [r for r in records if _kept_updates(r) == 0]
             if not idle:
                 continue
-            start = "behaviour-cloned warm start" if entry.imitate else "untrained network"
-            if entry.residual:
-                start = f"heuristic {entry.residual.heuristic} with a zero correction"
+            start = _start_of(entry)
             lines.append(
                 f"{entry.label}{where}: {len(idle)} of {len(records)} trained model(s) held out made no "
                 f"gradient update (the {start} scored best on the validation seeds, or training never "
@@ -166,11 +164,19 @@ def untrained_warnings(summary: dict[str, Any], scenario: Scenario) -> list[str]
     return lines
 
 
+def _start_of(entry: Any) -> str:
+    """What a learned policy's held-out model is when it never made a gradient update."""
+    if entry.residual:
+        return f"heuristic {entry.residual.heuristic} with a zero correction"
+    return "behaviour-cloned warm start" if entry.imitate else "untrained network"
+
+
 def collapsed_untrained_warnings(summary: dict[str, Any], scenario: Scenario) -> list[str]:
-    """:func:`untrained_warnings` with one sentence per learned policy however many settings it concerns."""
-    if len(scenario.variant_names) == 1:
+    """:func:`untrained_warnings` in one sentence, however many policies and settings it concerns
+    (page 1 has room for one warning, not one per policy and setting)."""
+    if len(scenario.variant_names) == 1 and len(scenario.policies.learned) == 1:
         return untrained_warnings(summary, scenario)
-    lines = []
+    parts, starts = [], set()
     for entry in scenario.policies.learned:
         hit, idle, total = [], 0, 0
         for variant in scenario.variant_names:
@@ -181,15 +187,15 @@ def collapsed_untrained_warnings(summary: dict[str, Any], scenario: Scenario) ->
                 hit.append(variant)
         if not hit:
             continue
-        start = "behaviour-cloned warm start" if entry.imitate else "untrained network"
-        if entry.residual:
-            start = f"heuristic {entry.residual.heuristic} with a zero correction"
-        lines.append(
-            f"{entry.label}: {idle} of {total} trained model(s) held out, in {len(hit)} of "
-            f"{len(scenario.variant_names)} settings ({', '.join(hit)}), made no gradient update; their "
-            f"results are those of the {start}, not of reinforcement learning."
-        )
-    return lines
+        where = "" if hit == ["default"] else f" ({', '.join(hit)})"
+        parts.append(f"{entry.label}, {idle} of {total}{where}")
+        starts.add(_start_of(entry))
+    if not parts:
+        return []
+    return [
+        f"held-out models that made no gradient update: {'; '.join(parts)}. Their results are those of "
+        f"the {' or '.join(sorted(starts))} they started from, not of reinforcement learning."
+    ]
 
 
 def _kept_updates(record: dict[str, Any]) -> int | None:

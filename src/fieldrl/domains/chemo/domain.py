@@ -29,8 +29,6 @@ class ChemoDomain(Domain):
         "DTR-Bench reward": "the score the learned policies are trained on: every 6 hours, normal cells "
         "minus tumour (both relative to the start) minus the dose, and 100 points off for a death. It can "
         "favour giving little drug: read it beside survival and tumour burden.",
-        "Lowest normal-cell count": "the nadir of healthy cells during treatment, in % of the start: how "
-        "much toxicity the patient went through.",
     }
     info_keys = ("state", "dose")
 
