@@ -36,7 +36,7 @@ class Speed:
 #: measured on the quick budgets of the built-in scenarios (2 cores shared with other jobs, --jobs 1;
 #: training speed from each model's validation curve, the rest of the wall time spread over episodes)
 SPEEDS: dict[str, Speed] = {
-    "chemo": Speed(on_policy=2700.0, off_policy=170.0, episode_s=0.17),
+    "chemo": Speed(on_policy=2700.0, off_policy=170.0, episode_s=0.05),
     "memory": Speed(on_policy=800.0, off_policy=150.0, episode_s=0.01),
     "wealth": Speed(on_policy=2000.0, off_policy=170.0, episode_s=0.05),
     "rail": Speed(on_policy=750.0, off_policy=100.0, episode_s=0.6),
