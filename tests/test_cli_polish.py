@@ -271,3 +271,29 @@ def test_a_traffic_episode_prints_no_libsumo_noise(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     assert "pyarrow" not in done.stdout + done.stderr
     assert "Retrying in" not in done.stdout + done.stderr
+
+
+def test_loading_a_model_for_evaluation_prints_no_sb3_batch_size_advice(tmp_path) -> None:
+    """The model is rebuilt on one env only to predict: SB3's advice about training batches is noise."""
+    import warnings
+    from functools import partial
+
+    from fieldrl.domains import get_domain
+    from fieldrl.domains.chemo.params import ChemoParams
+    from fieldrl.policies.learned import build_model, load_policy
+    from fieldrl.policies.weights import policy_bytes
+    from fieldrl.scenario import LearnedEntry
+
+    domain = get_domain("chemo")
+    make = partial(domain.make_train_vec_env, ChemoParams(preset="s1", max_t=10))
+    entry = LearnedEntry(
+        algorithm="ppo", train_steps=64, n_envs=4, hyperparameters={"n_steps": 64, "batch_size": 128}
+    )
+    venv = make(4, 0)
+    model = build_model(entry, venv)
+    venv.close()
+    (tmp_path / "w.safetensors").write_bytes(policy_bytes(model.policy.state_dict(), {}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        policy = load_policy("PPO", entry, make, tmp_path / "w.safetensors", None)
+    assert policy.model.n_steps == 64

@@ -225,8 +225,8 @@ def summary_tables(summary: dict[str, Any], total: int) -> list[Table]:
         best = (entry.get("best_learned"), entry.get("best_heuristic"))
         labels = [escape(p) + (" *" if p in best else "") for p, _ in policies]
         where = "" if variant == "default" else f", setting {variant}"
-        how = "mean ± 95 % CI half-width" if with_ci else f"mean (fewer than {MIN_CASES} cases: no CI)"
-        title = f"{escape(summary['scenario'] + where)}: {how} over held-out cases (* best of its kind)"
+        how = "mean ± 95 % CI half-width" if with_ci else f"mean (no CI: fewer than {MIN_CASES} cases)"
+        title = f"{escape(summary['scenario'] + where)}: {how}; * best of its kind"
         tables += kpi_tables(title, labels, columns, total)
     return tables
 

@@ -109,7 +109,8 @@ def _learning_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.
             rel = f"{model_dir(variant, entry.label, seed)}/{CURVE_FILE}"
             if rel in recorded:
                 frame = pd.read_csv(io.BytesIO(folder.read_verified(rel, "")))
-                frames.append(frame.assign(policy=entry.label, seed=seed))
+                if not frame.empty:  # a training that finished no episode has no curve
+                    frames.append(frame.assign(policy=entry.label, seed=seed))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
