@@ -141,3 +141,16 @@ def test_unranked_measures_are_never_bold_nor_called_better() -> None:
     assert any("<b>" in row[1] for row in rows[1:])  # the ranked score does have a best
     text = " ".join(variant_findings(summary(n=20), "default"))
     assert "better on total dose" not in text and "not ranked, but different: total dose" in text.lower()
+
+
+def test_intervals_are_blanked_for_the_domain_pages_below_the_minimum_sample() -> None:
+    from fieldrl.reports.findings import masked_for_small_samples, with_range
+
+    few = masked_for_small_samples(summary(n=2))["variants"]["default"]
+    assert few["too_few_cases"]
+    stats = few["policies"]["agent"]["score"]["mean"]
+    assert stats["value"] == 14.0 and with_range(stats, " %") == "14 %"  # the mean stays, no bracket
+    assert with_range(few["comparison"]["score"]["difference"]) == "4"
+    enough = masked_for_small_samples(summary(n=MIN_CASES))["variants"]["default"]
+    assert "too_few_cases" not in enough
+    assert with_range(enough["policies"]["agent"]["score"]["mean"], " %") == "14 % [13, 15]"

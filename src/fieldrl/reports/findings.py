@@ -76,6 +76,49 @@ def oracle_lines(summary: dict[str, Any], variant: str) -> list[str]:
     return lines
 
 
+def with_range(stat: dict[str, float], unit: str = "") -> str:
+    """``12.3 % [10.1, 14.5]``, or ``12.3 %`` where there is no interval (too few held-out cases)."""
+    if not finite(stat.get("low")):
+        return f"{fmt(stat['value'])}{unit}"
+    return f"{fmt(stat['value'])}{unit} [{fmt(stat['low'])}, {fmt(stat['high'])}]"
+
+
+def masked_for_small_samples(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with every interval and win rate of a setting with fewer than :data:`MIN_CASES`
+    held-out cases set to NaN (the means stay), and ``too_few_cases`` set on that setting.
+
+    Report text built from it, the domains' own pages included, then prints no interval it cannot
+    support: a bootstrap over two cases says nothing.
+    """
+    nan = float("nan")
+
+    def blank(stat: dict[str, Any]) -> dict[str, Any]:
+        return {**stat, "low": nan, "high": nan}
+
+    variants = {}
+    for name, entry in summary["variants"].items():
+        if not entry["policies"] or cases(entry, *entry["policies"]) >= MIN_CASES:
+            variants[name] = entry
+            continue
+        entry = {**entry, "too_few_cases": True}
+        entry["policies"] = {
+            p: {k: {**v, "mean": blank(v["mean"]), "iqm": blank(v["iqm"])} for k, v in kpis.items()}
+            for p, kpis in entry["policies"].items()
+        }
+        if "comparison" in entry:
+            entry["comparison"] = {
+                k: {x: blank(y) for x, y in v.items()} for k, v in entry["comparison"].items()
+            }
+        if "probability_better" in entry:
+            entry["probability_better"] = blank(entry["probability_better"])
+        entry["pairs"] = [
+            {**pair, "kpis": {k: {x: blank(y) for x, y in v.items()} for k, v in pair["kpis"].items()}}
+            for pair in entry.get("pairs", [])
+        ]
+        variants[name] = entry
+    return {**summary, "variants": variants}
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``1 case``, ``2 cases``; ``many`` for irregular plurals (``policy`` -> ``policies``)."""
     return f"{n} {word if n == 1 else many or word + 's'}"

@@ -41,7 +41,16 @@ from fieldrl.domains.base import Domain
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.names import slug
 from fieldrl.reports import figures, front
-from fieldrl.reports.findings import MIN_CASES, cases, fmt, pair_findings, plural, ranked, variant_findings
+from fieldrl.reports.findings import (
+    MIN_CASES,
+    cases,
+    fmt,
+    masked_for_small_samples,
+    pair_findings,
+    plural,
+    ranked,
+    variant_findings,
+)
 from fieldrl.reports.layout import CELL_PADDING, column_groups, min_column_width, spread
 from fieldrl.scenario import Scenario
 
@@ -368,7 +377,8 @@ SECTION_ROOM = 9 * cm
 
 def with_domain_facts(summary: dict[str, Any], scenario: Scenario, domain: Domain) -> dict[str, Any]:
     """``summary`` with what the domain declares and older summaries lack: which KPIs are yes/no or not
-    ranked, and which heuristics are exact optimisers (the report reads these, evaluation is unchanged)."""
+    ranked, and which heuristics are exact optimisers (the report reads these, evaluation is unchanged);
+    intervals of settings with too few held-out cases are blanked (:func:`masked_for_small_samples`)."""
     from fieldrl.evaluation.summary import oracle_labels
 
     known = {k.name: k for k in domain.kpis}
@@ -378,7 +388,8 @@ def with_domain_facts(summary: dict[str, Any], scenario: Scenario, domain: Domai
         if spec is not None:
             k = {"binary": spec.binary, "ranked": spec.ranked and not spec.wall_clock, **k}
         kpis.append(k)
-    return {**summary, "kpis": kpis, "oracles": summary.get("oracles", oracle_labels(scenario, domain))}
+    oracles = summary.get("oracles", oracle_labels(scenario, domain))
+    return masked_for_small_samples({**summary, "kpis": kpis, "oracles": oracles})
 
 
 #: front-page caveat for runs below the full budget

@@ -217,8 +217,8 @@ def finding(ctx: Any, variant: str, pedestrians: bool = True) -> str:
             rel = 100 * (1 - _value(pols, p, "person_delay_mean") / _value(pols, fixed, "person_delay_mean"))
             change = f", {abs(rel):.0f} % {'less' if rel >= 0 else 'more'} than fixed-time"
             paired = _pair(entry, p, fixed, "person_delay_mean")
-            if paired is not None:
-                r = paired["relative_percent"]
+            if paired is not None and paired["relative_percent"]["low"] == paired["relative_percent"]["low"]:
+                r = paired["relative_percent"]  # no interval where there are too few held-out cases
                 change += f" (paired 95 % CI {r['low']:+.0f} % to {r['high']:+.0f} %)"
         parts.append(f"The {kind}, {p}, gives {describe(p)}{change}.")
     if best_l and fixed and best_l in pols and fixed in pols and pedestrians:

@@ -22,7 +22,7 @@ from reportlab.lib import colors  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph, Table, TableStyle  # noqa: E402
 
 from fieldrl.reports.figures import png_bytes  # noqa: E402
-from fieldrl.reports.findings import fmt  # noqa: E402
+from fieldrl.reports.findings import fmt, with_range  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -227,9 +227,11 @@ def finding(ctx: Any, rows: list[Row]) -> str:
     rules = [r for r in rows if r.kind == "heuristic"]
     parts = [
         f"With the full pipeline (SOCP flight paths, learned allocation, rectifier, LP offloading) "
-        f"{fmt(f_s['value'])} % of tasks met their deadline (95 % CI {fmt(f_s['low'])}-{fmt(f_s['high'])}) "
-        f"at a cost of {fmt(f_c['value'])} per slot."
+        f"{with_range(f_s, ' %')} of tasks met their deadline at a cost of {fmt(f_c['value'])} per slot."
     ]
+    if ctx.summary["variants"][full.variant].get("too_few_cases"):
+        parts.append("There are too few held-out cases to compare it with the other systems (no intervals).")
+        return " ".join(parts)
     if rules:
         best = max(rules, key=lambda r: stat(ctx, r, "success_rate")["value"])
         b_s, b_c = stat(ctx, best, "success_rate"), stat(ctx, best, "cost")
