@@ -295,11 +295,14 @@ def glossary(ctx: ReportContext, with_ci: bool) -> list[str]:
             "Standard and learned policies",
             "the rules practitioners use today (heuristics), and policies trained by reinforcement learning"
             + (f" ({', '.join(algorithms)})" if algorithms else "")
-            + " on separate training cases; the best of each kind is the one with the best mean "
+            + " on separate training cases; the best of each kind is the one with the best "
+            + ("" if label(primary).startswith("mean ") else "mean ")
             + f"{label(primary)}.",
         ),
     ]
-    if summary.get("oracles"):
+    domain_terms = getattr(ctx.domain, "glossary", {})
+    explained = {t.lower() for t in domain_terms}
+    if summary.get("oracles") and not explained & {o.lower() for o in summary["oracles"]}:
         terms.append(
             (
                 "Optimum",
@@ -323,7 +326,7 @@ def glossary(ctx: ReportContext, with_ci: bool) -> list[str]:
                 "and nothing is called better or worse.",
             )
         )
-    terms += list(getattr(ctx.domain, "glossary", {}).items())
+    terms += list(domain_terms.items())
     return [f"<b>{escape(t)}</b>: {escape(x)}" for t, x in terms]
 
 

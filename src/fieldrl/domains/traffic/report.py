@@ -88,7 +88,7 @@ def fairness_chart(summary: dict[str, Any], variant: str, order: list[str], colo
             yerr=[[q["value"] - q["low"]], [q["high"] - q["value"]]],
             fmt="o", color=colors.get(p, "#555555"), capsize=2, label=f"{p} (Jain {jain:.2f})",
         )  # fmt: skip
-        top = max(top, v["high"], q["high"])
+        top = max(top, *(x for s in (v, q) for x in (s["value"], s["high"]) if x == x))  # NaN: no interval
     ax.plot([0, top * 1.1], [0, top * 1.1], color="grey", linestyle="--", linewidth=0.8)
     ax.text(top * 0.55, top * 0.5, "equal delay", color="grey", fontsize=7, rotation=35)
     ax.set_xlim(0, top * 1.1)
