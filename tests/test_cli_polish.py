@@ -297,3 +297,14 @@ def test_loading_a_model_for_evaluation_prints_no_sb3_batch_size_advice(tmp_path
         warnings.simplefilter("error")  # any warning fails the test
         policy = load_policy("PPO", entry, make, tmp_path / "w.safetensors", None)
     assert policy.model.n_steps == 64
+
+
+def test_off_policy_cost_follows_the_updates_per_env_step(scenario_data, write_scenario) -> None:
+    """SAC with 16 envs makes a quarter of the gradient steps per env step that 4 envs make: cheaper."""
+    scenario_data["policies"]["learned"] = [
+        {"algorithm": "sac", "name": f"SAC{n}", "train_steps": 4096, "n_envs": n, "hyperparameters": {}}
+        for n in (4, 16)
+    ]
+    load = workload(load_scenario(write_scenario(scenario_data)))
+    assert load.steps_by_policy == {"SAC4": 4096, "SAC16": 4096}
+    assert math.isclose(load.off_policy_steps, 4096 + 4096 / 4)  # weighted by updates per env step

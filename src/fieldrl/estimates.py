@@ -23,8 +23,8 @@ class Speed:
     """One domain's measured speed, one process.
 
     :param on_policy: environment steps per second of on-policy training (PPO, A2C, ...), updates included.
-    :param off_policy: the same for off-policy learners (SAC, TD3, DQN, ...): a gradient step per few
-        environment steps makes them several times slower per step.
+    :param off_policy: the same for off-policy learners (SAC, TD3, DQN, ...) making one gradient step per
+        four environment steps (SB3's default with 4 envs); more or fewer updates per step scale it.
     :param episode_s: seconds per held-out or validation episode of one policy, evaluation overhead included.
     """
 
@@ -33,11 +33,25 @@ class Speed:
     episode_s: float
 
 
+def _cost(entry: Any) -> tuple[bool, float]:
+    """(off-policy?, cost of one env step relative to the domain's measured speed) for a learned entry."""
+    factor = RECURRENT_COST.get(entry.algorithm, 1.0)
+    if entry.algorithm not in OFF_POLICY:
+        return False, factor
+    hp = entry.hyperparameters
+    freq = hp.get("train_freq", 1)
+    freq = freq[0] if isinstance(freq, list | tuple) else freq
+    updates = float(hp.get("gradient_steps", 1)) / (max(1, int(freq)) * entry.n_envs)
+    if updates < 0:  # SB3's gradient_steps=-1: as many as env steps collected
+        updates = 1.0
+    return True, factor * updates / REFERENCE_UPDATES_PER_STEP
+
+
 #: measured on the quick budgets of the built-in scenarios (2 cores shared with other jobs, --jobs 1;
 #: training speed from each model's validation curve, the rest of the wall time spread over episodes)
 SPEEDS: dict[str, Speed] = {
     "chemo": Speed(on_policy=2700.0, off_policy=170.0, episode_s=0.05),
-    "memory": Speed(on_policy=800.0, off_policy=150.0, episode_s=0.01),
+    "memory": Speed(on_policy=800.0, off_policy=850.0, episode_s=0.01),
     "wealth": Speed(on_policy=2000.0, off_policy=170.0, episode_s=0.05),
     "rail": Speed(on_policy=750.0, off_policy=100.0, episode_s=0.6),
     "traffic": Speed(on_policy=150.0, off_policy=120.0, episode_s=0.8),
@@ -46,6 +60,10 @@ SPEEDS: dict[str, Speed] = {
 }
 #: learners that make gradient steps between environment steps (slower per step than on-policy ones)
 OFF_POLICY = frozenset({"sac", "td3", "ddpg", "tqc", "dqn", "lstm-td3"})
+#: recurrent learners: this many times the cost of their feed-forward twin (sequences through an LSTM)
+RECURRENT_COST = {"lstm-td3": 2.0, "recurrent-ppo": 10.0}
+#: gradient steps per environment step that :attr:`Speed.off_policy` was measured at
+REFERENCE_UPDATES_PER_STEP = 0.25
 #: start-up (imports, worker processes) and the report, once per run
 FIXED_S = 10.0
 
@@ -57,9 +75,10 @@ class Workload:
     settings: int
     training_runs: int
     steps_by_policy: dict[str, int]
-    off_policy_steps: int
+    off_policy_steps: float
     eval_episodes: int
     validation_episodes: int
+    on_policy_steps: float = 0.0
 
     @property
     def train_steps(self) -> int:
@@ -68,9 +87,8 @@ class Workload:
     def seconds(self, domain: str) -> float:
         """Rough wall time with ``--jobs 1``."""
         speed = SPEEDS.get(domain, Speed(500.0, 100.0, 1.0))
-        on_policy = self.train_steps - self.off_policy_steps
         episodes = self.eval_episodes + self.validation_episodes
-        train = on_policy / speed.on_policy + self.off_policy_steps / speed.off_policy
+        train = self.on_policy_steps / speed.on_policy + self.off_policy_steps / speed.off_policy
         return FIXED_S + train + episodes * speed.episode_s
 
 
@@ -85,11 +103,16 @@ def workload(scenario: Scenario) -> Workload:
     n_validation = len(scenario.seeds.validation or [])
     validations = sum(math.ceil(e.train_steps / e.validation_interval) + 1 for e in learned) * n_train
     heuristics_once = len(scenario.policies.heuristics) if learned else 0
+    weighted = {True: 0.0, False: 0.0}  # env steps weighted by their cost, off-policy and on-policy
+    for e in learned:
+        off, cost = _cost(e)
+        weighted[off] += steps_by_policy[e.label] * cost
     return Workload(
         settings=settings,
         training_runs=settings * len(learned) * n_train,
         steps_by_policy=steps_by_policy,
-        off_policy_steps=sum(steps_by_policy[e.label] for e in learned if e.algorithm in OFF_POLICY),
+        off_policy_steps=weighted[True],
+        on_policy_steps=weighted[False],
         eval_episodes=eval_episodes,
         validation_episodes=settings * n_validation * (validations + heuristics_once),
     )
