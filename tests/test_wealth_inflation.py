@@ -256,7 +256,7 @@ def test_quick_inflation_scenario_runs_end_to_end_to_a_pdf(tmp_path, capsys) -> 
     assert "pct_of_dp" not in [k["name"] for k in measured_kpis(result.summary, "default")]
     print_summary(result.summary)  # the terminal table leaves it out too
     table = capsys.readouterr().out
-    assert "utility" in table and "pct_of_dp" not in table
+    assert "Utility" in table and "optimum" not in table  # KPI labels: "Share of the DP optimum"
 
 
 def test_quantile_bands_draw_the_median_and_two_bands() -> None:

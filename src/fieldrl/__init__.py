@@ -4,7 +4,8 @@ Real simulators as Gymnasium / PettingZoo environments, learned and heuristic
 policies evaluated on the same held-out seeds, and PDF reports for stakeholders.
 
 The API functions (``fieldrl.run``, ``train``, ``evaluate``, ``report``, ``compare``,
-``validate``) load on first use, so importing a simulator stays light.
+``validate``, ``resume``, ``load_model``) load on first use, so importing a simulator stays light;
+``dir(fieldrl)`` lists them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import gymnasium as gym
 
 __version__ = "0.1.0"
 
-_API = ("RunResult", "compare", "evaluate", "report", "run", "train", "validate")
+_API = ("RunResult", "compare", "evaluate", "load_model", "report", "resume", "run", "train", "validate")
 
 #: Gymnasium ids of fieldrl's single-agent envs -> entry points (imported only on gym.make)
 GYM_ENVS = {
@@ -41,6 +42,10 @@ def __getattr__(name: str) -> Any:
 
         return getattr(api, name)
     raise AttributeError(f"module 'fieldrl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 
 __all__ = [*_API, "GYM_ENVS", "__version__", "register_envs"]

@@ -357,7 +357,9 @@ def load_model(run_dir: str | Path, policy: str, seed: int | None = None, varian
 def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
     """KPI means with CIs across runs: one row per (run, variant, policy, KPI).
 
-    Runs are labelled by folder name, or by full path where two folders share a name.
+    Each row names the run's domain and the KPI's label, unit and direction, so runs of different
+    domains (different KPIs) can be shown side by side. Runs are labelled by folder name, or by full
+    path where two folders share a name.
     """
     unique = list(dict.fromkeys(Path(r).resolve() for r in run_dirs))
     names_clash = len({u.name for u in unique}) < len(unique)
@@ -366,16 +368,22 @@ def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
         folder, _, _ = open_run(run_dir)
         summary = folder.read_json("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
         label = str(folder.path) if names_clash else folder.path.name
+        kpis = {k["name"]: k for k in summary["kpis"]}
         for variant, entry in summary["variants"].items():
-            for policy, kpis in entry["policies"].items():
-                for kpi, stats in kpis.items():
+            for policy, values in entry["policies"].items():
+                for kpi, stats in values.items():
                     mean = stats["mean"]
                     rows.append(
                         {
                             "run": label,
+                            "domain": summary.get("domain", ""),
                             "variant": variant,
                             "policy": policy,
                             "kpi": kpi,
+                            "label": kpis[kpi]["label"],
+                            "unit": kpis[kpi]["unit"],
+                            "higher_is_better": kpis[kpi]["higher_is_better"],
+                            "n_cases": stats.get("n_eval_seeds", 0),
                             "mean": mean["value"],
                             "low": mean["low"],
                             "high": mean["high"],

@@ -1,8 +1,11 @@
 """``fieldrl`` command line: thin; parses, calls :mod:`fieldrl.api`, prints with rich.
 
-Every user-fixable problem ends as one line on stderr and exit status 2.
+Every user-fixable problem ends as one line on stderr and exit status 2. Heavy modules (torch,
+SB3, the simulators, :mod:`fieldrl.api`) are imported inside the commands that need them, so
+``--help``, ``--version`` and ``list`` answer at once.
 """
-# ruff: noqa: E402  (the Ctrl-C guard below must be set before the slow imports)
+
+# ruff: noqa: E402  (the Ctrl-C guard below must be set before the imports)
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
     raise SystemExit(130)  # no traceback from half-done imports
 
 
-# Starting takes a second or two (torch); a Ctrl-C then should not print an import traceback.
+# A Ctrl-C while Python is still importing should not print an import traceback.
 # Left alone where SIGINT is ignored (background jobs, fieldrl's own worker processes).
 _QUIET_START = signal.getsignal(signal.SIGINT) is signal.default_int_handler
 if _QUIET_START:
@@ -25,26 +28,63 @@ import functools
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from fieldrl import api
 from fieldrl.errors import FieldrlError, Terminated
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fieldrl import api
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's help layout: flags without a "<bool>" type, 80 columns
     help="Train, evaluate and report RL policies against field heuristics on real simulators.",
 )
-out = Console()
-err = Console(stderr=True)
+
+
 if _QUIET_START:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@functools.cache
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+def say(*objects: Any, **kwargs: Any) -> None:
+    """Print to stdout with rich."""
+    _console().print(*objects, **kwargs)
+
+
+def complain(*objects: Any, **kwargs: Any) -> None:
+    """Print to stderr with rich."""
+    _console(stderr=True).print(*objects, **kwargs)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from fieldrl import __version__
+
+        typer.echo(f"fieldrl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit"),
+    ] = False,
+) -> None:
+    """Train, evaluate and report RL policies against field heuristics on real simulators."""
 
 
 class BudgetName(StrEnum):
@@ -77,6 +117,8 @@ AddressOpt = Annotated[
 
 
 def backend_of(jobs: int, backend: BackendName, address: str | None) -> api.Backend:
+    from fieldrl import api
+
     if address is not None and backend is not BackendName.ray:
         raise FieldrlError(f"--address = {address!r}: only used with --backend ray")
     return api.Backend(jobs=jobs, name=backend.value, address=address)
@@ -90,15 +132,15 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except FieldrlError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            complain(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
             raise typer.Exit(2) from None
         except Terminated:
-            err.print(
+            complain(
                 "terminated (SIGTERM): files already written are complete; nothing half-written was left"
             )
             raise typer.Exit(143) from None
         except KeyboardInterrupt:
-            err.print("interrupted: files already written are complete; nothing half-written was left")
+            complain("interrupted: files already written are complete; nothing half-written was left")
             raise typer.Exit(130) from None
 
     return wrapper
@@ -106,37 +148,42 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
 @app.command("list")
 @user_errors
-def list_command() -> None:
-    """Domains, built-in scenarios, heuristics and algorithms."""
-    from fieldrl.domains import domain_names, get_domain
-    from fieldrl.policies.registry import ALGORITHMS
-    from fieldrl.scenario import builtin_scenarios
+def list_command(
+    domain: Annotated[
+        str | None, typer.Argument(help="a domain: also its heuristics and KPIs (imports the domain)")
+    ] = None,
+) -> None:
+    """Built-in scenarios with expected times; a domain's heuristics.
 
-    table = Table(title="Domains and heuristics")
-    table.add_column("domain")
-    table.add_column("heuristic")
-    table.add_column("what it does")
-    for name in domain_names():
-        domain = get_domain(name)
-        for h, spec in domain.heuristics.items():
-            table.add_row(name, h, spec.description)
-    out.print(table)
-    out.print("[bold]Built-in scenarios:[/] " + ", ".join(builtin_scenarios()))
-    out.print("[bold]Algorithms:[/] " + ", ".join(sorted(ALGORITHMS)))
+    Without DOMAIN: every built-in scenario (what it runs, its file, roughly how long each budget
+    takes), the domains and the algorithms. With DOMAIN: its heuristics and KPIs.
+    """
+    from fieldrl import terminal
+
+    if domain is not None:
+        for table in terminal.domain_tables(domain):
+            say(table)
+        return
+    say(terminal.scenarios_table())
+    say(terminal.domains_table())
 
 
 @app.command()
 @user_errors
-def validate(scenario: ScenarioArg) -> None:
-    """Check a scenario file; prints what it would run."""
-    s = api.validate(scenario)
-    n_learned = len(s.policies.learned)
-    out.print(
-        f"[green]ok[/] {scenario}: domain {s.domain}, {len(s.policies.heuristics)} heuristic(s), "
-        f"{n_learned} learned x {len(s.seeds.train)} train seed(s), "
-        f"{len(s.seeds.eval)} eval seed(s) x {s.episodes_per_seed} episode(s), "
-        f"variants: {', '.join(s.variant_names)}"
-    )
+def validate(
+    scenario: ScenarioArg,
+    budget: BudgetOpt = BudgetName.full,
+) -> None:
+    """Check a scenario; say what it would run and how long.
+
+    Prints the settings, policies, environment steps to train, held-out episodes and a rough time
+    for the chosen budget. Builds each learned policy's environment once, so this takes seconds.
+    """
+    from fieldrl.scenario import load_scenario
+    from fieldrl.terminal import validation_text
+
+    checked = load_scenario(scenario).with_budget(budget.value)
+    say(validation_text(scenario, budget.value, checked), highlight=False)
 
 
 @app.command()
@@ -155,7 +202,9 @@ def run(
     ] = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Train, evaluate and report: the whole pipeline (or finish an interrupted one with --resume)."""
+    """Train, evaluate and report (or --resume an interrupted run)."""
+    from fieldrl import api
+
     where = backend_of(jobs, backend, address)
     if resume is not None:
         if scenario is not None or out_dir is not None:
@@ -166,8 +215,8 @@ def run(
     else:
         result = api.run(scenario, out_dir, budget.value, where, show_progress=not quiet)
     print_summary(result.summary)
-    out.print(f"Run folder: {result.run_dir}")
-    out.print(f"Report: {result.report}")
+    say(f"Run folder: {result.run_dir}")
+    say(f"Report: {result.report}")
     exit_if_episodes_failed(result.summary)
 
 
@@ -182,10 +231,12 @@ def train(
     address: AddressOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Create a run folder and train the learned policies (no evaluation)."""
+    """Create a run folder and train only (no evaluation)."""
+    from fieldrl import api
+
     where = backend_of(jobs, backend, address)
     path = api.train(scenario, out_dir, budget.value, where, show_progress=not quiet)
-    out.print(f"Trained models in: {path}  (next: fieldrl evaluate {path})")
+    say(f"Trained models in: {path}  (next: fieldrl evaluate {path})")
 
 
 @app.command()
@@ -205,13 +256,15 @@ def evaluate(
     ] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Evaluate every policy of a trained run on its held-out seeds."""
+    """Evaluate every policy of a trained run on held-out seeds."""
+    from fieldrl import api
+
     api.evaluate(run_dir, backend_of(jobs, backend, address), show_progress=not quiet, trust=trust)
     from fieldrl.evaluation.store import RunFolder
 
     summary = RunFolder(run_dir).read_json("summary.json")
     print_summary(summary)
-    out.print(f"Results: {run_dir / 'results.parquet'}  (next: fieldrl report {run_dir})")
+    say(f"Results: {run_dir / 'results.parquet'}  (next: fieldrl report {run_dir})")
     exit_if_episodes_failed(summary)
 
 
@@ -249,7 +302,9 @@ def tune(
     ] = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Tune every learned entry's hyperparameters on the validation seeds, with equal trials each."""
+    """Tune learned entries on validation seeds, equal trials each."""
+    from rich.table import Table
+
     from fieldrl.evaluation import tuning
 
     where = backend_of(jobs, backend, address)
@@ -284,38 +339,33 @@ def tune(
             "-" if best is None else f"{best:.4g}",
             str(result.folder / study["file"]) if study.get("file") else "none (no trial finished)",
         )
-    out.print(table)
-    out.print(f"Tuning folder: {result.folder}  (reference a tuned file with `tuned:` in the scenario entry)")
+    say(table)
+    say(f"Tuning folder: {result.folder}  (reference a tuned file with `tuned:` in the scenario entry)")
 
 
 @app.command()
 @user_errors
 def report(run_dir: RunDirArg) -> None:
-    """Re-render the PDF report of an evaluated run (no training, no simulation)."""
+    """Re-render a run's PDF report (no training, no simulation)."""
+    from fieldrl import api
+
     path = api.report(run_dir)
-    out.print(f"Report: {path}")
+    say(f"Report: {path}")
 
 
 @app.command()
 @user_errors
 def compare(run_dirs: Annotated[list[Path], typer.Argument(help="evaluated run folders")]) -> None:
-    """KPI means (± 95 % CI half-width) of every policy across runs, one row per run and policy."""
-    from fieldrl.reports.findings import fmt
+    """KPI means across runs, one table per domain.
 
-    frame = api.compare(run_dirs)
-    kpis = list(dict.fromkeys(frame["kpi"]))
-    table = Table(title="KPI means across runs (± 95 % CI half-width)")
-    for col in ("run", "variant", "policy", *kpis):
-        table.add_column(col, justify="right" if col in kpis else "left")
-    for (run_name, variant, policy), rows in frame.groupby(["run", "variant", "policy"], sort=False):
-        by_kpi = rows.set_index("kpi")
-        cells = []
-        for k in kpis:
-            r = by_kpi.loc[k]
-            half = max(r["high"] - r["mean"], r["mean"] - r["low"])
-            cells.append(f"{fmt(r['mean'])} [dim]±{fmt(half)}[/]")
-        table.add_row(run_name, variant, policy, *cells)
-    out.print(table)
+    Every policy's mean (± 95 % CI half-width where there are enough held-out cases) in each run
+    and setting; runs of different domains get one table each, with that domain's KPIs.
+    """
+    from fieldrl import api
+    from fieldrl.terminal import compare_tables
+
+    for table in compare_tables(api.compare(run_dirs), _console().width):
+        say(table)
 
 
 @app.command()
@@ -329,11 +379,13 @@ def bench(
         Path | None, typer.Option("--dir", help="benchmarks folder (default: ./benchmarks)")
     ] = None,
 ) -> None:
-    """Run the benchmark suite; write benchmarks/results/suite.json and benchmarks.pdf."""
+    """Run the benchmark suite (suite.json and benchmarks.pdf)."""
+    from rich.table import Table
+
     from fieldrl import bench as suite_runner
 
     folder = suite_runner.find_bench_dir(bench_dir)
-    suite = suite_runner.run_suite(folder, only, quick, echo=out.print)
+    suite = suite_runner.run_suite(folder, only, quick, echo=say)
     table = Table(title="Benchmark headlines (each ratio measured in the same run)")
     for col in ("benchmark", "figure", "value"):
         table.add_column(col)
@@ -341,10 +393,10 @@ def bench(
         value = h.get("value")
         shown = f"{value:,.3g}" if isinstance(value, int | float) else str(value)
         table.add_row(name, str(h.get("label", "")), f"{shown} {h.get('unit', '')}")
-    out.print(table)
+    say(table)
     results = folder / "results" / ("quick" if quick else "")
-    out.print(f"Results: {results / suite_runner.SUITE_JSON}")
-    out.print(f"Report: {results / suite_runner.SUITE_PDF}")
+    say(f"Results: {results / suite_runner.SUITE_JSON}")
+    say(f"Report: {results / suite_runner.SUITE_PDF}")
     if any(r.get("exit_status") for r in suite["runs"].values()):
         raise typer.Exit(1)
 
@@ -355,9 +407,11 @@ EXIT_FAILED_EPISODES = 3
 
 def exit_if_episodes_failed(summary: dict[str, Any]) -> None:
     """A finished run with failed held-out episodes says how many and exits with status 3."""
+    from rich.markup import escape
+
     failed = summary.get("failed_episodes") or []
     if failed:
-        err.print(
+        complain(
             f"[bold red]failed:[/] {len(failed)} held-out episode(s) ended in a simulator error "
             f"(first: {escape(str(failed[0]['reason']))}); they are left out of the numbers and listed "
             "in the report",
@@ -369,30 +423,14 @@ def exit_if_episodes_failed(summary: dict[str, Any]) -> None:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    """One table per variant: KPI means with their 95 % CIs; * marks the best of each kind.
+    """One table per setting (split to fit the terminal): KPI means with their 95 % CIs.
 
-    KPIs with no value for any policy in a variant (one that does not apply there) are left out.
+    KPIs with no value for any policy in a setting (one that does not apply there) are left out.
     """
-    from fieldrl.reports.figures import measured_kpis
-    from fieldrl.reports.findings import fmt
+    from fieldrl.terminal import summary_tables
 
-    for variant, entry in summary["variants"].items():
-        kpis = measured_kpis(summary, variant) or summary["kpis"]
-        where = "" if variant == "default" else f" [{variant}]"
-        table = Table(title=f"{summary['scenario']}{where}: mean ± 95 % CI half-width over held-out episodes")
-        table.add_column("policy")
-        for k in kpis:
-            arrow = "↑" if k["higher_is_better"] else "↓"
-            table.add_column(f"{k['name']} {arrow}", justify="right")
-        best = (entry.get("best_learned"), entry.get("best_heuristic"))
-        for policy, values in entry["policies"].items():
-            cells = []
-            for k in kpis:
-                m = values[k["name"]]["mean"]
-                half = max(m["high"] - m["value"], m["value"] - m["low"])
-                cells.append(f"{fmt(m['value'])} [dim]±{fmt(half)}[/]")
-            table.add_row(policy + (" *" if policy in best else ""), *cells)
-        out.print(table)
+    for table in summary_tables(summary, _console().width):
+        say(table)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
@@ -41,7 +42,8 @@ class JobProgress:
     def __call__(self, event: tuple[Any, ...]) -> None:
         kind, key, value = event
         if kind == "start":
-            self._tasks[key] = self.progress.add_task(f"  {key}", total=value)
+            # escaped: a job's setting is shown in brackets ("[level-0]"), which rich would take for markup
+            self._tasks[key] = self.progress.add_task(escape(f"  {key}"), total=value)
             self._started[key] = time.monotonic()
         elif kind == "update" and key in self._tasks:
             self.progress.update(self._tasks[key], completed=value)
@@ -57,4 +59,5 @@ class JobProgress:
                 self.progress.console.print(
                     f"{self.title} [{self._finished}/{self.n_jobs}] {key} done in {seconds:.0f} s",
                     highlight=False,
+                    markup=False,
                 )

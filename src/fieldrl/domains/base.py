@@ -34,6 +34,11 @@ class KPI:
     :param among: name of the KPI whose share this one is averaged over (e.g. arrival delay over the
         trains that ``arrived``). Findings do not call a policy better or worse on it when the two
         policies clearly differ on that share: the averages are over different populations.
+    :param binary: each episode's value is yes or no (0 or 100 %, e.g. survival): its mean is a rate, and
+        an interquartile mean of it means nothing, so reports leave the IQM out.
+    :param ranked: False for a measure that is a trade-off rather than a goal (e.g. the drug given):
+        reports describe it as higher or lower, never better or worse, and mark no best policy on it.
+        Computation times (``wall_clock``) are never ranked either.
     """
 
     name: str
@@ -43,6 +48,8 @@ class KPI:
     fmt: str = ".3g"
     wall_clock: bool = False
     among: str | None = None
+    binary: bool = False
+    ranked: bool = True
 
 
 @dataclass(frozen=True)
@@ -53,11 +60,14 @@ class HeuristicSpec:
         ``settings`` mapping of a scenario's heuristic entry.
     :param build: ``build(settings, params, name) -> Policy``.
     :param description: one line for ``fieldrl list`` and the report appendix.
+    :param oracle: an exact optimiser that knows what no practitioner can (the model, the future): a
+        reference, never "the best standard policy"; reports name it as the optimum it is.
     """
 
     settings_model: type[BaseModel]
     build: Callable[[BaseModel, BaseModel, str], Policy]
     description: str
+    oracle: bool = False
 
 
 class EvalEnvs(Protocol):
@@ -114,6 +124,10 @@ class Domain:
     :param params_model: pydantic model of the domain's scenario parameters.
     :param kpis: KPIs in report order; the first is the default primary KPI.
     :param heuristics: baseline controllers by name.
+    :param headline_kpis: the measures the domain's stakeholder reads first (page 1 of the report), in
+        that order; empty means the primary KPI and the next measured ones.
+    :param glossary: terms the report uses that a stakeholder may not know, each explained in a sentence
+        (page 1, "How to read this").
     """
 
     name: str
@@ -121,6 +135,8 @@ class Domain:
     params_model: type[BaseModel]
     kpis: Sequence[KPI]
     heuristics: dict[str, HeuristicSpec]
+    headline_kpis: Sequence[str] = ()
+    glossary: dict[str, str] = {}
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> gym.Env:
         """A single Gymnasium environment (reset it with ``seed`` for reproducibility)."""

@@ -25,6 +25,7 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
     policies = [(e.label, "heuristic") for e in scenario.policies.heuristics] + [
         (e.label, "learned") for e in scenario.policies.learned
     ]
+    oracles = oracle_labels(scenario, domain)
     summary: dict[str, Any] = {
         "scenario": scenario.name,
         "domain": domain.name,
@@ -40,10 +41,13 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
                 "higher_is_better": k.higher_is_better,
                 "wall_clock": k.wall_clock,
                 "among": k.among,
+                "binary": k.binary,
+                "ranked": k.ranked and not k.wall_clock,
             }
             for k in domain.kpis
         ],
         "policies": [{"name": n, "kind": kind} for n, kind in policies],
+        "oracles": oracles,
         "variants": {},
     }
     for variant in scenario.variant_names:
@@ -62,8 +66,12 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
                 matrices[name][kpi.name] = m
                 per_policy[name][kpi.name] = describe(m, boot, options.confidence)
         entry: dict[str, Any] = {"policies": per_policy}
-        best = {
-            kind: _best([n for n, k in policies if k == kind and n in per_policy], per_policy, primary)
+        best = {  # an oracle (an exact optimiser) is a reference, never "the best standard policy"
+            kind: _best(
+                [n for n, k in policies if k == kind and n in per_policy and n not in oracles],
+                per_policy,
+                primary,
+            )
             for kind in ("heuristic", "learned")
         }
         entry["best_heuristic"], entry["best_learned"] = best["heuristic"], best["learned"]
@@ -99,6 +107,11 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
         ]
         summary["variants"][variant] = entry
     return summary
+
+
+def oracle_labels(scenario: Scenario, domain: Domain) -> list[str]:
+    """Labels of the scenario's heuristic entries that are exact optimisers (see ``HeuristicSpec.oracle``)."""
+    return [e.label for e in scenario.policies.heuristics if domain.heuristics[e.use].oracle]
 
 
 def _best(names: list[str], per_policy: dict[str, Any], kpi: Any) -> str | None:

@@ -342,7 +342,10 @@ def load_policy(
     torch.set_num_threads(1)
     venv = make_vec_env(1, 0)
     try:
-        model = build_model(entry, venv, seed=0)
+        with warnings.catch_warnings():
+            # SB3's batch-size advice is about training on this one env; the model only predicts here
+            warnings.simplefilter("ignore", UserWarning)
+            model = build_model(entry, venv, seed=0)
     finally:
         venv.close()
     weights.load_into(model, weights.read_weights(weights_path), str(weights_path))

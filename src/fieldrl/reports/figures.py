@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import textwrap
 import warnings
 from typing import Any
 
@@ -12,6 +13,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+from fieldrl.reports.findings import MIN_CASES, cases, measured_kpis, ranked  # noqa: E402
+from fieldrl.reports.findings import finite as _finite  # noqa: E402
 
 HEURISTIC_COLOR = "#8c8c8c"
 LEARNED_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"]
@@ -35,30 +39,20 @@ def policy_colors(policies: list[dict[str, str]]) -> dict[str, str]:
     return colors
 
 
-def _finite(value: Any) -> bool:
-    return value is not None and bool(np.isfinite(value))
+def kpi_comparison(
+    summary: dict[str, Any], variant: str, kpis: list[dict[str, Any]] | None = None, ncols: int = 3
+) -> bytes:
+    """One panel per KPI: mean per policy (95 % CI bars where there are enough held-out cases),
+    learned in colour, heuristics grey.
 
-
-def measured_kpis(summary: dict[str, Any], variant: str, stat: str = "mean") -> list[dict[str, Any]]:
-    """The KPIs with a value for at least one policy in ``variant``.
-
-    A KPI that is NaN for every policy (one that does not apply in this setting, e.g. a
-    share of an optimum that does not exist) has nothing to chart and no best policy.
-    """
-    policies = summary["variants"][variant]["policies"].values()
-    return [k for k in summary["kpis"] if any(_finite(p[k["name"]][stat]["value"]) for p in policies)]
-
-
-def kpi_comparison(summary: dict[str, Any], variant: str) -> bytes:
-    """One panel per KPI: mean and 95 % CI per policy, learned in colour, heuristics grey.
-
-    KPIs without a value for any policy (see :func:`measured_kpis`) get no panel.
+    KPIs without a value for any policy (see :func:`measured_kpis`) get no panel; ``kpis`` picks some.
     """
     entry = summary["variants"][variant]
-    kpis = measured_kpis(summary, variant) or summary["kpis"]  # nothing measured at all: draw as is
+    kpis = kpis or measured_kpis(summary, variant) or summary["kpis"]  # nothing measured: draw as is
     policies = [p for p in summary["policies"] if p["name"] in entry["policies"]]
     colors = policy_colors(summary["policies"])
-    ncols = min(3, len(kpis))
+    with_ci = min(cases(entry, p["name"]) for p in policies) >= MIN_CASES if policies else False
+    ncols = min(ncols, len(kpis))
     nrows = int(np.ceil(len(kpis) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 0.32 * len(policies) * nrows + 1.4 * nrows))
     axes = np.atleast_1d(axes).reshape(-1)
@@ -68,11 +62,13 @@ def kpi_comparison(summary: dict[str, Any], variant: str) -> bytes:
         stats = [entry["policies"][n][kpi["name"]]["mean"] for n in names]
         values = np.array([s["value"] for s in stats])
         err = np.array([[s["value"] - s["low"] for s in stats], [s["high"] - s["value"] for s in stats]])
-        ax.barh(y, values, xerr=np.clip(err, 0, None), color=[colors[n] for n in names], capsize=2)
+        xerr = np.clip(err, 0, None) if with_ci else None
+        ax.barh(y, values, xerr=xerr, color=[colors[n] for n in names], capsize=2)
         ax.set_yticks(y, names if ax is axes[0] or ncols == 1 else names, fontsize=7)
         arrow = "higher is better" if kpi["higher_is_better"] else "lower is better"
+        arrow = arrow if ranked(kpi) else "not ranked"
         unit = f" ({kpi['unit']})" if kpi["unit"] else ""
-        ax.set_title(f"{kpi['label']}{unit}\n{arrow}", fontsize=8)
+        ax.set_title(textwrap.fill(f"{kpi['label']}{unit}", 28) + f"\n{arrow}", fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
         ax.axvline(0, color="black", linewidth=0.5)
     for ax in axes[len(kpis) :]:
@@ -185,5 +181,39 @@ def pair_differences(summary: dict[str, Any], index: int) -> bytes:
     for ax in axes[len(kpis) :]:
         ax.axis("off")
     fig.suptitle(f"{pair['policy']} minus {pair['baseline']} (95 % CI)", fontsize=9)
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def best_by_setting(summary: dict[str, Any]) -> bytes:
+    """The primary KPI of the best standard and the best learned policy in each setting, side by side."""
+    primary = next(k for k in summary["kpis"] if k["name"] == summary["primary_kpi"])
+    variants = list(summary["variants"])
+    fig, ax = plt.subplots(figsize=(7.0, 2.6))
+    x = np.arange(len(variants))
+    for offset, kind, color in (
+        (-0.2, "best_heuristic", HEURISTIC_COLOR),
+        (0.2, "best_learned", LEARNED_COLORS[0]),
+    ):
+        values, errors = [], [[], []]
+        for v in variants:
+            entry = summary["variants"][v]
+            name = entry.get(kind)
+            stats = entry["policies"][name][primary["name"]]["mean"] if name else None
+            values.append(np.nan if stats is None else stats["value"])
+            show = stats is not None and cases(entry, name) >= MIN_CASES
+            errors[0].append(stats["value"] - stats["low"] if show else 0.0)
+            errors[1].append(stats["high"] - stats["value"] if show else 0.0)
+        label = "best standard policy" if kind == "best_heuristic" else "best learned policy"
+        yerr = np.clip(np.array(errors, dtype=float), 0, None)
+        ax.bar(x + offset, values, width=0.4, color=color, yerr=yerr, capsize=2, label=label)
+    ax.set_xticks(x, variants, fontsize=7, rotation=20 if len(variants) > 4 else 0)
+    unit = f" ({primary['unit']})" if primary["unit"] else ""
+    arrow = "higher is better" if primary["higher_is_better"] else "lower is better"
+    ax.set_ylabel(textwrap.fill(f"{primary['label']}{unit}", 24) + f"\n{arrow}", fontsize=7)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     return png_bytes(fig)

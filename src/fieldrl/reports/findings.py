@@ -9,6 +9,25 @@ from __future__ import annotations
 import math
 from typing import Any
 
+#: fewest held-out cases (evaluation seeds) for a confidence interval or a "beat it n % of the time":
+#: below it a bootstrap over cases says nothing, so the report says "too few held-out cases to compare"
+MIN_CASES = 5
+
+
+def finite(value: Any) -> bool:
+    """A number that is not None, NaN or infinite."""
+    return value is not None and math.isfinite(value)
+
+
+def measured_kpis(summary: dict[str, Any], variant: str, stat: str = "mean") -> list[dict[str, Any]]:
+    """The KPIs with a value for at least one policy in ``variant``.
+
+    A KPI that is NaN for every policy (one that does not apply in this setting, e.g. a
+    share of an optimum that does not exist) has nothing to chart and no best policy.
+    """
+    policies = summary["variants"][variant]["policies"].values()
+    return [k for k in summary["kpis"] if any(finite(p[k["name"]][stat]["value"]) for p in policies)]
+
 
 def fmt(value: float) -> str:
     """Three significant digits, without scientific notation for the tiny values KPIs produce."""
@@ -25,12 +44,92 @@ def label(kpi: dict[str, Any]) -> str:
     return text if text[1:2].isupper() else text[:1].lower() + text[1:]
 
 
+def ranked(kpi: dict[str, Any]) -> bool:
+    """Whether "best", "better" and "worse" apply to this KPI (not a computation time, not a trade-off)."""
+    return bool(kpi.get("ranked", True)) and not kpi.get("wall_clock")
+
+
+def cases(entry: dict[str, Any], *policies: str) -> int:
+    """Held-out cases (evaluation seeds) behind the policies' numbers: the fewest of any of them."""
+    counts = [next(iter(entry["policies"][p].values())).get("n_eval_seeds", 0) for p in policies]
+    return min(counts, default=0)
+
+
+def too_few(n: int) -> str:
+    return f"too few held-out cases to compare ({n}; a confidence interval needs at least {MIN_CASES})"
+
+
+def oracle_lines(summary: dict[str, Any], variant: str) -> list[str]:
+    """What the exact optimisers scored: a ceiling to read the others against, not a competitor."""
+    entry = summary["variants"][variant]
+    primary = next(k for k in summary["kpis"] if k["name"] == summary["primary_kpi"])
+    unit = f" {primary['unit']}" if primary["unit"] else ""
+    where = "" if variant == "default" else f"On {variant}: "
+    lines = []
+    for oracle in summary.get("oracles") or []:
+        if oracle in entry["policies"]:
+            value = entry["policies"][oracle][primary["name"]]["mean"]["value"]
+            lines.append(
+                f"{where}{oracle} is an exact optimiser that knows the model (a ceiling no practitioner can "
+                f"reach, not a standard policy): {fmt(value)}{unit} on {label(primary)}."
+            )
+    return lines
+
+
+def with_range(stat: dict[str, float], unit: str = "") -> str:
+    """``12.3 % [10.1, 14.5]``, or ``12.3 %`` where there is no interval (too few held-out cases)."""
+    if not finite(stat.get("low")):
+        return f"{fmt(stat['value'])}{unit}"
+    return f"{fmt(stat['value'])}{unit} [{fmt(stat['low'])}, {fmt(stat['high'])}]"
+
+
+def masked_for_small_samples(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with every interval and win rate of a setting with fewer than :data:`MIN_CASES`
+    held-out cases set to NaN (the means stay), and ``too_few_cases`` set on that setting.
+
+    Report text built from it, the domains' own pages included, then prints no interval it cannot
+    support: a bootstrap over two cases says nothing.
+    """
+    nan = float("nan")
+
+    def blank(stat: dict[str, Any]) -> dict[str, Any]:
+        return {**stat, "low": nan, "high": nan}
+
+    variants = {}
+    for name, entry in summary["variants"].items():
+        if not entry["policies"] or cases(entry, *entry["policies"]) >= MIN_CASES:
+            variants[name] = entry
+            continue
+        entry = {**entry, "too_few_cases": True}
+        entry["policies"] = {
+            p: {k: {**v, "mean": blank(v["mean"]), "iqm": blank(v["iqm"])} for k, v in kpis.items()}
+            for p, kpis in entry["policies"].items()
+        }
+        if "comparison" in entry:
+            entry["comparison"] = {
+                k: {x: blank(y) for x, y in v.items()} for k, v in entry["comparison"].items()
+            }
+        if "probability_better" in entry:
+            entry["probability_better"] = blank(entry["probability_better"])
+        entry["pairs"] = [
+            {**pair, "kpis": {k: {x: blank(y) for x, y in v.items()} for k, v in pair["kpis"].items()}}
+            for pair in entry.get("pairs", [])
+        ]
+        variants[name] = entry
+    return {**summary, "variants": variants}
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 case``, ``2 cases``; ``many`` for irregular plurals (``policy`` -> ``policies``)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def pct(value: float) -> str:
     return f"{value:+.0f} %" if abs(value) >= 10 else f"{value:+.2g} %"
 
 
 def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, base: float, scale: float):
-    """(verdict, phrase) for one KPI: verdict is better / worse / unclear.
+    """(verdict, phrase) for one KPI: verdict is better / worse / unclear (different: an unranked KPI).
 
     ``scale`` is the largest absolute mean of this KPI over all policies: differences
     below 0.1 % of it count as no difference, and a relative (%) difference is only
@@ -43,6 +142,8 @@ def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, bas
     negligible = abs(diff["value"]) < 1e-3 * scale
     if (diff["low"] > 0 or diff["high"] < 0) and not negligible:
         verdict = "better" if sign * diff["value"] > 0 else "worse"
+        if not ranked(kpi):
+            verdict = "different"  # a trade-off: higher or lower, never better or worse
     else:
         verdict = "unclear"
     unit = kpi["unit"]
@@ -74,29 +175,36 @@ def _scale(entry: dict[str, Any], name: str) -> float:
 
 
 def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
+    """Plain-words findings for one setting: best learned against best standard policy, every KPI.
+
+    Below :data:`MIN_CASES` held-out cases there are no confidence intervals and no "beat it n % of
+    the time": the numbers are stated and the comparison is called what it is, too small.
+    """
     entry = summary["variants"][variant]
     kpis = {k["name"]: k for k in summary["kpis"]}
     primary = kpis[summary["primary_kpi"]]
     where = "" if variant == "default" else f"On {variant}: "
     learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+    unit = f" {primary['unit']}" if primary["unit"] else ""
     if not learned or not heuristic:
         best = learned or heuristic
         if best is None:
             return [
                 f"{where}No policy has results here: every held-out episode ended in a simulator error "
                 "(see 'Failed episodes' in the appendix)."
-            ]
+            ] + oracle_lines(summary, variant)
         stats = entry["policies"][best][primary["name"]]["mean"]
         kinds = {p["kind"] for p in summary["policies"]}
         why = (
             "the scenario has only one kind of policy" if len(kinds) < 2 else "the other kind has no results"
         )
+        ci = ""
+        if cases(entry, best) >= MIN_CASES:
+            ci = f" (95 % CI {fmt(stats['low'])} to {fmt(stats['high'])})"
         return [
-            f"{where}{best} had the best {label(primary)}: {fmt(stats['value'])} "
-            f"(95 % CI {fmt(stats['low'])} to {fmt(stats['high'])}). No learned-vs-standard "
-            f"comparison: {why}."
-        ]
-    comparison = entry["comparison"]
+            f"{where}{best} had the best {label(primary)}: {fmt(stats['value'])}{unit}{ci}. No learned-vs-"
+            f"standard comparison: {why}."
+        ] + oracle_lines(summary, variant)
 
     def means(name: str) -> tuple[float, float, float]:
         scale = _scale(entry, name)
@@ -104,18 +212,24 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
         return lv, hv, scale
 
     lv, hv, scale = means(primary["name"])
+    n = cases(entry, learned, heuristic)
+    if n < MIN_CASES:
+        return [
+            f"{where}{learned}, the best learned policy, scored {fmt(lv)}{unit} on {label(primary)} and "
+            f"{heuristic}, the best standard policy, {fmt(hv)}{unit}: {too_few(n)}."
+        ] + oracle_lines(summary, variant)
+    comparison = entry["comparison"]
     verdict, phrase = _change(primary, comparison[primary["name"]], lv, hv, scale)
     verb = {
         "better": "did better than",
         "worse": "did worse than",
         "unclear": "could not be told apart from",
     }[verdict]
-    unit = f" {primary['unit']}" if primary["unit"] else ""
     lines = [
         f"{where}{learned}, the best learned policy, {verb} {heuristic}, the best standard policy, on "
         f"{label(primary)}: {fmt(lv)} vs {fmt(hv)}{unit}; {phrase}."
     ]
-    others = {"better": [], "worse": [], "unclear": []}
+    others: dict[str, list[str]] = {"better": [], "worse": [], "unclear": [], "different": []}
     timed = [label(k) for k in kpis.values() if k.get("wall_clock")]
     apart: list[str] = []  # KPIs averaged over populations of clearly different size: not compared
     for name, kpi in kpis.items():
@@ -128,10 +242,10 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
         if base_kpi is not None:
             lb, hb, scale_b = means(base_kpi["name"])
             if _change(base_kpi, comparison[base_kpi["name"]], lb, hb, scale_b)[0] != "unclear":
-                unit = f" {base_kpi['unit']}" if base_kpi["unit"] else ""
+                base_unit = f" {base_kpi['unit']}" if base_kpi["unit"] else ""
                 apart.append(
                     f"{kpi['label']} is not compared: it is averaged over {label(base_kpi)}, and the two "
-                    f"policies differ clearly there ({fmt(lb)} vs {fmt(hb)}{unit})."
+                    f"policies differ clearly there ({fmt(lb)} vs {fmt(hb)}{base_unit})."
                 )
                 continue
         v, p = _change(kpi, comparison[name], lv_k, hv_k, scale_k)
@@ -142,14 +256,16 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
     if others["worse"]:
         parts.append("it did worse on " + "; ".join(others["worse"]))
     if others["unclear"]:
-        parts.append("no clear difference in " + ", ".join(others["unclear"]))
+        parts.append("no clear difference in " + "; ".join(others["unclear"]))
+    if others["different"]:
+        parts.append("not ranked, but different: " + "; ".join(others["different"]))
     if parts:
         text = ". ".join(p[:1].upper() + p[1:] for p in parts)
         lines.append(f"Against {heuristic}, {text[:1].lower()}{text[1:]}.")
     lines += apart
     if timed:
         lines.append(
-            f"{', '.join(timed).capitalize()}: see the table; computation times depend on the machine "
+            f"{'; '.join(timed).capitalize()}: see the table; computation times depend on the machine "
             "and its load, so they are not ranked here."
         )
     pb = entry["probability_better"]
@@ -157,7 +273,7 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
         f"On a given held-out case, {learned} beat {heuristic} on {label(primary)} "
         f"{100 * pb['value']:.0f} % of the time (95 % CI {100 * pb['low']:.0f}-{100 * pb['high']:.0f} %)."
     )
-    return lines
+    return lines + oracle_lines(summary, variant)
 
 
 def pair_findings(summary: dict[str, Any]) -> list[str]:
@@ -168,15 +284,19 @@ def pair_findings(summary: dict[str, Any]) -> list[str]:
     pairs = summary["variants"][variants[0]].get("pairs", []) if variants else []
     lines = []
     for index, pair in enumerate(pairs):
-        verdicts: dict[str, list[str]] = {"better": [], "worse": [], "unclear": []}
+        verdicts: dict[str, list[str]] = {"better": [], "worse": [], "unclear": [], "few": []}
         for variant in variants:
             entry = summary["variants"][variant]
+            where = "" if variant == "default" else f"{variant}: "
+            n = cases(entry, pair["policy"], pair["baseline"])
+            if n < MIN_CASES:
+                verdicts["few"].append(f"{where}{n} case(s)")
+                continue
             result = entry["pairs"][index]["kpis"][primary["name"]]
             scale = _scale(entry, primary["name"])
             lv = entry["policies"][pair["policy"]][primary["name"]]["mean"]["value"]
             bv = entry["policies"][pair["baseline"]][primary["name"]]["mean"]["value"]
             verdict, phrase = _change(primary, result, lv, bv, scale)
-            where = "" if variant == "default" else f"{variant}: "
             verdicts[verdict].append(f"{where}{phrase}")
         parts = []
         if verdicts["better"]:
@@ -185,5 +305,7 @@ def pair_findings(summary: dict[str, Any]) -> list[str]:
             parts.append("did worse on " + "; ".join(verdicts["worse"]))
         if verdicts["unclear"]:
             parts.append("could not be told apart on " + "; ".join(verdicts["unclear"]))
+        if verdicts["few"]:
+            parts.append(f"had too few held-out cases to compare ({'; '.join(verdicts['few'])})")
         lines.append(f"{pair['policy']} compared with {pair['baseline']}: it " + ", and ".join(parts) + ".")
     return lines

@@ -23,11 +23,11 @@ from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
 from reportlab.lib.units import cm
 from reportlab.platypus import (
+    CondPageBreak,
     Image,
     KeepTogether,
     ListFlowable,
     ListItem,
-    PageBreak,
     Paragraph,
     Preformatted,
     SimpleDocTemplate,
@@ -40,8 +40,18 @@ from fieldrl.domains import get_domain
 from fieldrl.domains.base import Domain
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.names import slug
-from fieldrl.reports import figures
-from fieldrl.reports.findings import fmt, pair_findings, variant_findings
+from fieldrl.reports import figures, front
+from fieldrl.reports.findings import (
+    MIN_CASES,
+    cases,
+    fmt,
+    masked_for_small_samples,
+    pair_findings,
+    plural,
+    ranked,
+    variant_findings,
+)
+from fieldrl.reports.layout import CELL_PADDING, column_groups, min_column_width, spread
 from fieldrl.scenario import Scenario
 
 PAGE_WIDTH = A4[0] - 4 * cm
@@ -61,21 +71,26 @@ class ReportContext:
     colors: dict[str, str]
     figure_files: list[str] = field(default_factory=list)
 
-    def figure(self, name: str, png: bytes, width: float = PAGE_WIDTH) -> Image:
-        """Save ``png`` under figures/ and return it as a flowable scaled to ``width``."""
+    def figure(
+        self, name: str, png: bytes, width: float = PAGE_WIDTH, max_height: float | None = None
+    ) -> Image:
+        """Save ``png`` under figures/ and return it as a flowable scaled to ``width`` (narrower where
+        it would be taller than ``max_height``)."""
         rel = f"figures/{slug(name)}.png"
         self.folder.write_bytes(rel, png, record=False)
         self.figure_files.append(rel)
-        return _image(png, width)
+        return _image(png, width, max_height)
 
     def para(self, text: str, style: str = "BodyText") -> Paragraph:
         return Paragraph(escape(text), self.styles[style])
 
 
-def _image(png: bytes, width: float) -> Image:
+def _image(png: bytes, width: float, max_height: float | None = None) -> Image:
     from reportlab.lib.utils import ImageReader
 
     w, h = ImageReader(io.BytesIO(png)).getSize()
+    if max_height is not None and width * h / w > max_height:
+        width = max_height * w / h
     return Image(io.BytesIO(png), width=width, height=width * h / w)
 
 
@@ -85,6 +100,10 @@ def _styles() -> Any:
     styles.add(ParagraphStyle("Small", parent=styles["BodyText"], fontSize=8, leading=10))
     styles["Code"].fontSize, styles["Code"].leading = 6.5, 7.5
     styles.add(ParagraphStyle("Cell", parent=styles["BodyText"], fontSize=7.5, leading=9))
+    styles.add(ParagraphStyle("Verdict", parent=styles["BodyText"], fontSize=11, leading=14, spaceAfter=3))
+    styles.add(ParagraphStyle("Term", parent=styles["Small"], leftIndent=10, bulletIndent=2, spaceAfter=1))
+    for name in ("Heading1", "Heading2", "Heading3"):
+        styles[name].keepWithNext = 1  # a heading never ends a page without its first paragraph or table
     return styles
 
 
@@ -99,7 +118,8 @@ def _learning_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.
             rel = f"{model_dir(variant, entry.label, seed)}/{CURVE_FILE}"
             if rel in recorded:
                 frame = pd.read_csv(io.BytesIO(folder.read_verified(rel, "")))
-                frames.append(frame.assign(policy=entry.label, seed=seed))
+                if not frame.empty:  # a training that finished no episode has no curve
+                    frames.append(frame.assign(policy=entry.label, seed=seed))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -119,7 +139,8 @@ def _validation_curves(folder: RunFolder, scenario: Scenario, variant: str) -> p
 def best_heuristic_on_validation(summary: dict[str, Any], variant: str) -> tuple[str, float] | None:
     """The best heuristic's mean primary KPI on the validation seeds, if they were scored."""
     scores = ((summary.get("validation") or {}).get("heuristics") or {}).get(variant) or {}
-    finite = {k: v for k, v in scores.items() if v is not None and math.isfinite(v)}
+    oracles = set(summary.get("oracles") or [])
+    finite = {k: v for k, v in scores.items() if v is not None and math.isfinite(v) and k not in oracles}
     if not finite:
         return None
     primary = next(k for k in summary["kpis"] if k["name"] == summary["primary_kpi"])
@@ -144,15 +165,47 @@ def untrained_warnings(summary: dict[str, Any], scenario: Scenario) -> list[str]
             idle = [r for r in records if _kept_updates(r) == 0]
             if not idle:
                 continue
-            start = "behaviour-cloned warm start" if entry.imitate else "untrained network"
-            if entry.residual:
-                start = f"heuristic {entry.residual.heuristic} with a zero correction"
+            start = _start_of(entry)
             lines.append(
                 f"{entry.label}{where}: {len(idle)} of {len(records)} trained model(s) held out made no "
                 f"gradient update (the {start} scored best on the validation seeds, or training never "
                 f"updated it). Its results are those of the {start}, not of reinforcement learning."
             )
     return lines
+
+
+def _start_of(entry: Any) -> str:
+    """What a learned policy's held-out model is when it never made a gradient update."""
+    if entry.residual:
+        return f"heuristic {entry.residual.heuristic} with a zero correction"
+    return "behaviour-cloned warm start" if entry.imitate else "untrained network"
+
+
+def collapsed_untrained_warnings(summary: dict[str, Any], scenario: Scenario) -> list[str]:
+    """:func:`untrained_warnings` in one sentence, however many policies and settings it concerns
+    (page 1 has room for one warning, not one per policy and setting)."""
+    if len(scenario.variant_names) == 1 and len(scenario.policies.learned) == 1:
+        return untrained_warnings(summary, scenario)
+    parts, starts = [], set()
+    for entry in scenario.policies.learned:
+        hit, idle, total = [], 0, 0
+        for variant in scenario.variant_names:
+            records = training_records(summary, variant, entry.label)
+            n = sum(1 for r in records if _kept_updates(r) == 0)
+            idle, total = idle + n, total + len(records)
+            if n:
+                hit.append(variant)
+        if not hit:
+            continue
+        where = "" if hit == ["default"] else f" ({', '.join(hit)})"
+        parts.append(f"{entry.label}, {idle} of {total}{where}")
+        starts.add(_start_of(entry))
+    if not parts:
+        return []
+    return [
+        f"held-out models that made no gradient update: {'; '.join(parts)}. Their results are those of "
+        f"the {' or '.join(sorted(starts))} they started from, not of reinforcement learning."
+    ]
 
 
 def _kept_updates(record: dict[str, Any]) -> int | None:
@@ -178,42 +231,86 @@ def best_policies(
     return best
 
 
-def kpi_table(ctx: ReportContext, variant: str, stat: str = "mean") -> Table:
-    """Policies x KPIs: ``stat`` (mean or iqm) with its CI; bold marks the best per KPI."""
-    entry = ctx.summary["variants"][variant]
-    kpis = ctx.summary["kpis"]
-    cell = ctx.styles["Cell"]
-    header = [Paragraph("<b>Policy</b>", cell)]
-    for k in kpis:
-        arrow = "higher is better" if k["higher_is_better"] else "lower is better"
-        unit = f" ({escape(k['unit'])})" if k["unit"] else ""
-        header.append(Paragraph(f"<b>{escape(k['label'])}</b>{unit}<br/><i>{arrow}</i>", cell))
-    rows = [header]
+#: width of the policy column of KPI tables
+POLICY_COLUMN = 3.2 * cm
+
+
+def _kind_label(summary: dict[str, Any], policy: str) -> str:
+    if policy in (summary.get("oracles") or []):
+        return "optimum (reference)"
+    kinds = {p["name"]: p["kind"] for p in summary["policies"]}
+    return {"heuristic": "standard", "learned": "learned"}.get(kinds.get(policy, ""), "")
+
+
+def _kpi_header(k: dict[str, Any]) -> str:
+    arrow = "higher is better" if k["higher_is_better"] else "lower is better"
+    arrow = arrow if ranked(k) else "not ranked"
+    unit = f" ({escape(k['unit'])})" if k["unit"] else ""
+    return f"<b>{escape(k['label'])}</b>{unit}<br/><i>{arrow}</i>"
+
+
+def _kpi_cells(ctx: ReportContext, variant: str, stat: str, kpis: list[dict[str, Any]]) -> list[list[str]]:
+    """Header and one row per policy, as paragraph markup (policy column first)."""
+    summary = ctx.summary
+    entry = summary["variants"][variant]
+    with_ci = cases(entry, *entry["policies"]) >= MIN_CASES
     best = best_policies(entry, kpis, stat)
-    kinds = {p["name"]: p["kind"] for p in ctx.summary["policies"]}
+    rows = [["<b>Policy</b>"] + [_kpi_header(k) for k in kpis]]
     for policy, values in entry["policies"].items():
-        label = f"{escape(policy)}<br/><font size=6>{kinds.get(policy, '')}</font>"
-        row = [Paragraph(label, cell)]
+        row = [f"{escape(policy)}<br/><font size=6>{_kind_label(summary, policy)}</font>"]
         for k in kpis:
             m = values[k["name"]][stat]
-            text = f"{fmt(m['value'])}<br/><font size=6>[{fmt(m['low'])}, {fmt(m['high'])}]</font>"
-            if best[k["name"]] == policy:
+            if stat == "iqm" and k.get("binary"):
+                row.append("n/a<br/><font size=6>yes/no outcome</font>")
+                continue
+            text = fmt(m["value"])
+            if with_ci and m["value"] == m["value"]:
+                text += f"<br/><font size=6>[{fmt(m['low'])}, {fmt(m['high'])}]</font>"
+            if ranked(k) and best[k["name"]] == policy:
                 text = f"<b>{text}</b>"
-            row.append(Paragraph(text, cell))
+            row.append(text)
         rows.append(row)
-    first = 3.2 * cm
-    widths = [first] + [(PAGE_WIDTH - first) / len(kpis)] * len(kpis)
-    table = Table(rows, colWidths=widths, repeatRows=1)
+    return rows
+
+
+def kpi_table(
+    ctx: ReportContext, variant: str, stat: str = "mean", kpis: list[dict[str, Any]] | None = None
+) -> Table:
+    """Policies x KPIs: ``stat`` (mean or iqm), with its CI where there are enough held-out cases; bold
+    marks the best per ranked KPI. Every column is at least as wide as its widest header word."""
+    kpis = kpis or ctx.summary["kpis"]
+    rows = _kpi_cells(ctx, variant, stat, kpis)
+    size = ctx.styles["Cell"].fontSize
+    first = max(POLICY_COLUMN, min_column_width([r[0] for r in rows], size))
+    minimum = [min_column_width([r[i] for r in rows], size) for i in range(1, len(rows[0]))]
+    widths = [first, *spread(minimum, PAGE_WIDTH - first)]
+    cell = ctx.styles["Cell"]
+    table = Table([[Paragraph(c, cell) for c in row] for row in rows], colWidths=widths, repeatRows=1)
     style = [
         ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
         ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8eef5")),
         ("VALIGN", (0, 0), (-1, -1), "TOP"),
+        ("LEFTPADDING", (0, 0), (-1, -1), CELL_PADDING),
+        ("RIGHTPADDING", (0, 0), (-1, -1), CELL_PADDING),
     ]
-    for i, policy in enumerate(entry["policies"], start=1):
+    kinds = {p["name"]: p["kind"] for p in ctx.summary["policies"]}
+    for i, policy in enumerate(ctx.summary["variants"][variant]["policies"], start=1):
         if kinds.get(policy) == "learned":
             style.append(("BACKGROUND", (0, i), (-1, i), colors.HexColor("#f4f8fc")))
     table.setStyle(TableStyle(style))
     return table
+
+
+def kpi_tables(ctx: ReportContext, variant: str, stat: str = "mean") -> list[Table]:
+    """:func:`kpi_table` split into as few tables as fit the page width with no header word broken
+    (each repeats the policy column): nine traffic KPIs become two tables, not nine squeezed columns."""
+    kpis = ctx.summary["kpis"]
+    rows = _kpi_cells(ctx, variant, stat, kpis)
+    size = ctx.styles["Cell"].fontSize
+    first = max(POLICY_COLUMN, min_column_width([r[0] for r in rows], size))
+    minimum = [min_column_width([r[i] for r in rows], size) for i in range(1, len(rows[0]))]
+    groups = column_groups(minimum, PAGE_WIDTH - first)
+    return [kpi_table(ctx, variant, stat, [kpis[i] for i in group]) for group in groups]
 
 
 def _bullets(items: list[Paragraph]) -> ListFlowable:
@@ -223,12 +320,14 @@ def _bullets(items: list[Paragraph]) -> ListFlowable:
 def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) -> Path:
     domain = get_domain(scenario.domain)
     summary = folder.read_json("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
+    results = folder.read_parquet("results.parquet", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
+    summary = with_domain_facts(_without_oracle_as_best(summary, results, scenario, domain), scenario, domain)
     ctx = ReportContext(
         folder=folder,
         scenario=scenario,
         domain=domain,
         summary=summary,
-        results=folder.read_parquet("results.parquet", "evaluate the run first (`fieldrl evaluate RUN_DIR`)"),
+        results=results,
         traces=folder.read_parquet("traces.parquet")
         if "traces.parquet" in folder.hashes()
         else pd.DataFrame(),
@@ -237,14 +336,16 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
     )
     title = scenario.report.title or f"{domain.title}: {scenario.name}"
     story = _front_page(ctx, title, meta.get("budget", "full"))
+    story.append(CondPageBreak(PAGE_ONE_SPILL))
+    story.extend(_findings_pages(ctx, meta.get("budget", "full")))
     for variant in scenario.variant_names:
         story.extend(_variant_pages(ctx, variant))
     story.extend(_comparison_pages(ctx))
     domain_flowables = domain.report_section(ctx)
     if domain_flowables:
-        story.append(PageBreak())
+        story.append(CondPageBreak(SECTION_ROOM))
         story.extend(domain_flowables)
-    story.append(PageBreak())
+    story.append(CondPageBreak(SECTION_ROOM))
     story.extend(_appendix(ctx, meta))
 
     buffer = io.BytesIO()
@@ -264,9 +365,50 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
     return folder.path / "report.pdf"
 
 
+#: page 1 ends with a page break unless it spilled onto page 2 (then at least this much of page 2 is
+#: left, and the details follow on the same page instead of leaving it nearly empty)
+PAGE_ONE_SPILL = 20 * cm
+#: the KPI comparison chart is at most this tall (narrower where it would be taller), so that it fits
+#: beside the end of the tables above it instead of leaving that page mostly empty
+CHART_HEIGHT = 15 * cm
+#: a new section starts on a new page only when less than this is left on the current one (a forced page
+#: break after a section whose last lines spilled over left pages holding one line)
+SECTION_ROOM = 9 * cm
+
+
+def _without_oracle_as_best(
+    summary: dict[str, Any], results: pd.DataFrame, scenario: Scenario, domain: Domain
+) -> dict[str, Any]:
+    """A summary written before exact optimisers were set apart picked one as "best heuristic" and
+    compared the learned policy with it: re-summarise such a run from its results (nothing is re-run)."""
+    from fieldrl.evaluation.summary import oracle_labels, summarize
+
+    if "oracles" in summary or not oracle_labels(scenario, domain):
+        return summary
+    fresh = summarize(results, scenario, domain, summary.get("budget", "full"))
+    return {**summary, "variants": fresh["variants"], "oracles": fresh["oracles"]}
+
+
+def with_domain_facts(summary: dict[str, Any], scenario: Scenario, domain: Domain) -> dict[str, Any]:
+    """``summary`` with what the domain declares and older summaries lack: which KPIs are yes/no or not
+    ranked, and which heuristics are exact optimisers (the report reads these, evaluation is unchanged);
+    intervals of settings with too few held-out cases are blanked (:func:`masked_for_small_samples`)."""
+    from fieldrl.evaluation.summary import oracle_labels
+
+    known = {k.name: k for k in domain.kpis}
+    kpis = []
+    for k in summary["kpis"]:
+        spec = known.get(k["name"])
+        if spec is not None:
+            k = {"binary": spec.binary, "ranked": spec.ranked and not spec.wall_clock, **k}
+        kpis.append(k)
+    oracles = summary.get("oracles", oracle_labels(scenario, domain))
+    return masked_for_small_samples({**summary, "kpis": kpis, "oracles": oracles})
+
+
 #: front-page caveat for runs below the full budget
 _BUDGET_NOTES = {
-    "quick": "Note: this run used the 'quick' budget (short training, few seeds); its numbers show the "
+    "quick": "Demo run ('quick' budget: short training, few seeds and held-out cases): its numbers show the "
     "pipeline working, not what the learned policies can reach.",
     "medium": "Note: this run used the scenario's 'medium' budget (a fraction of the full training "
     "and fewer seeds; see the appendix); the learned policies' numbers are what that "
@@ -275,8 +417,8 @@ _BUDGET_NOTES = {
 
 
 def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
-    """Title, what was compared, and the findings in plain words."""
-    scenario, styles = ctx.scenario, ctx.styles
+    """Page 1: the verdict, one table, one chart, the effort each learned policy got, and the terms used."""
+    scenario, styles, summary = ctx.scenario, ctx.styles, ctx.summary
     story: list[Any] = [Paragraph(escape(title), styles["Title"])]
     story.append(
         ctx.para(
@@ -285,25 +427,32 @@ def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
             "Small",
         )
     )
-    if scenario.description:
-        story.append(ctx.para(scenario.description.strip()))
-    n_eval = len(scenario.seeds.eval) * scenario.episodes_per_seed
-    settings = ""
-    if scenario.variants:
-        settings = f", separately for each setting: {', '.join(scenario.variant_names)}"
-    story.append(
-        ctx.para(
-            f"What was compared: {len(scenario.policies.heuristics)} standard (heuristic) policies and "
-            f"{len(scenario.policies.learned)} learned policies, each trained on "
-            f"{len(scenario.seeds.train)} independent training seed(s). Every policy was then tested on "
-            f"the same {n_eval} held-out cases (seeds never used in training){settings}. "
-            "Ranges in brackets are 95 % bootstrap confidence intervals."
-        )
-    )
-    failed = len(ctx.summary.get("failed_episodes") or [])
+    if budget in _BUDGET_NOTES:
+        story.append(Paragraph(f"<b>{escape(_BUDGET_NOTES[budget])}</b>", styles["Small"]))
+    variants = scenario.variant_names
+    single = len(variants) == 1
+    headlines = front.headline_kpis(summary, variants[0], tuple(ctx.domain.headline_kpis))
+    if single:
+        story.append(ctx.para(front.verdict_sentence(summary, variants[0], headlines), "Verdict"))
+        primary = summary["primary_kpi"]
+        if primary not in [k["name"] for k in headlines]:
+            ranking = ctx.domain.kpi(primary).label.lower()
+            explained = any(term.lower() in ranking for term in ctx.domain.glossary)
+            line = front.ranking_sentence(summary, variants[0], explained)
+            if line:
+                story.append(ctx.para(line, "Finding"))
+        table = front.headline_table(ctx, variants[0], headlines, PAGE_WIDTH)
+    else:
+        story.append(ctx.para(front.settings_sentence(summary), "Verdict"))
+        table = front.settings_table(ctx, PAGE_WIDTH)
+    if table is not None:
+        story.extend([Spacer(1, 4), table, Spacer(1, 4)])
+    story.append(front.chart(ctx, headlines, PAGE_WIDTH * (0.95 if single else 0.8)))
+    failed = len(summary.get("failed_episodes") or [])
     if failed:
         runs = len(scenario.policies.heuristics) + len(scenario.policies.learned) * len(scenario.seeds.train)
-        total = n_eval * runs * len(scenario.variant_names)
+        n_eval = len(scenario.seeds.eval) * scenario.episodes_per_seed
+        total = n_eval * runs * len(variants)
         story.append(
             Paragraph(
                 f"<b>{failed} of {total} held-out episodes failed</b> (simulator errors, each retried "
@@ -313,11 +462,62 @@ def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
             )
         )
     story.extend(_effort_block(ctx))
+    entry = summary["variants"][variants[0]]
+    with_ci = all(
+        cases(e, *e["policies"]) >= MIN_CASES for e in summary["variants"].values() if e["policies"]
+    )
+    del entry
+    story.append(Paragraph("How to read this", styles["Heading3"]))
+    story.extend(Paragraph(line, styles["Term"], bulletText="•") for line in front.glossary(ctx, with_ci))
+    return story
+
+
+def _compared_text(scenario: Scenario, oracles: list[str], budget: str) -> str:
+    """What the run compared, counted from the scenario as it ran (its budget applied)."""
+    n_standard = len(scenario.policies.heuristics) - len(oracles)
+    n_learned = len(scenario.policies.learned)
+    n_eval, episodes = len(scenario.seeds.eval), scenario.episodes_per_seed
+    text = f"What this run compared: {plural(n_standard, 'standard (heuristic) policy', 'standard policies')}"
+    if oracles:
+        text += (
+            f", {plural(len(oracles), 'exact optimum', 'exact optima')} as a reference ({', '.join(oracles)})"
+        )
+    text += f" and {plural(n_learned, 'learned policy', 'learned policies')}"
+    if n_learned:
+        text += f", each trained on {plural(len(scenario.seeds.train), 'training seed')}"
+    text += f". Every policy was tested on the same {plural(n_eval, 'held-out case')} (not used in training"
+    text += f", {episodes} episodes each)" if episodes > 1 else ")"
+    if scenario.variants:
+        names = ", ".join(scenario.variant_names)
+        text += f", separately in each of {len(scenario.variant_names)} settings ({names})"
+    text += "."
+    if budget != "full":
+        text += (
+            f" The description above is of the scenario as written; this run used the '{budget}' budget, "
+            "and every number in this report comes from what it ran."
+        )
+    return text
+
+
+def _findings_pages(ctx: ReportContext, budget: str) -> list[Any]:
+    """Page 2: what the run was (from what actually ran), then the findings, setting by setting."""
+    scenario, styles = ctx.scenario, ctx.styles
+    story: list[Any] = [Paragraph("About this run", styles["Heading2"])]
+    if scenario.description:
+        story.append(ctx.para(scenario.description.strip()))
+    oracles = set(ctx.summary.get("oracles") or [])
+    story.append(ctx.para(_compared_text(scenario, sorted(oracles), budget)))
     story.append(Paragraph("Key findings", styles["Heading2"]))
-    lines = [line for v in scenario.variant_names for line in variant_findings(ctx.summary, v)]
-    story.append(_bullets([ctx.para(line, "Finding") for line in lines + pair_findings(ctx.summary)]))
-    if budget in _BUDGET_NOTES:
-        story.append(ctx.para(_BUDGET_NOTES[budget], "Small"))
+    for variant in scenario.variant_names:
+        lines = variant_findings(ctx.summary, variant)
+        if variant != "default":
+            story.append(Paragraph(f"Setting {escape(variant)}", styles["Heading3"]))
+            lines = [line.removeprefix(f"On {variant}: ") for line in lines]
+        story.append(_bullets([ctx.para(line, "Finding") for line in lines]))
+    pairs = pair_findings(ctx.summary)
+    if pairs:
+        story.append(Paragraph("Requested comparisons", styles["Heading3"]))
+        story.append(_bullets([ctx.para(line, "Finding") for line in pairs]))
     return story
 
 
@@ -327,7 +527,7 @@ def _effort_block(ctx: ReportContext) -> list[Any]:
     if not scenario.policies.learned:
         return []
     out: list[Any] = []
-    for line in untrained_warnings(ctx.summary, scenario):
+    for line in collapsed_untrained_warnings(ctx.summary, scenario):
         out.append(Paragraph(f"<b>Warning:</b> {escape(line)}", ctx.styles["Finding"]))
     rows = [["Learned policy", "Trained (from the models)", "Kept for the test", "Hyperparameters"]]
     for entry in scenario.policies.learned:
@@ -373,19 +573,34 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
     """KPI table, comparison chart and learning curves of one variant."""
     styles = ctx.styles
     suffix = "" if variant == "default" else f" — {variant}"
+    entry = ctx.summary["variants"][variant]
+    n = cases(entry, *entry["policies"]) if entry["policies"] else 0
+    spread_note = (
+        "brackets: 95 % CI"
+        if n >= MIN_CASES
+        else f"no confidence intervals: {plural(n, 'held-out case')} (fewer than {MIN_CASES})"
+    )
+    tables = kpi_tables(ctx, variant)
     head = [  # kept on one page: a heading never ends a page without its table
         Paragraph(f"Results{suffix}", styles["Heading2"]),
         ctx.para(f"Settings: {_params_text(ctx.scenario, ctx.domain, variant)}", "Small"),
-        kpi_table(ctx, variant),
+        tables[0],
+    ]
+    rest: list[Any] = []
+    for table in tables[1:]:
+        rest.append(KeepTogether([Spacer(1, 6), table]))  # whole, not three rows left on a page
+    rest += [
         Spacer(1, 6),
         ctx.para(
-            "Mean over held-out cases; brackets: 95 % CI; bold: best on that measure; shaded rows: "
-            "learned policies." + _not_measured_text(ctx.summary, variant),
+            f"Mean over held-out cases; {spread_note}; bold: best on that measure (none on measures marked "
+            "'not ranked'); shaded rows: learned policies." + _not_measured_text(ctx.summary, variant),
             "Small",
         ),
     ]
-    story: list[Any] = [KeepTogether(head)]
-    chart = ctx.figure(f"kpis-{variant}", figures.kpi_comparison(ctx.summary, variant))
+    story: list[Any] = [KeepTogether(head), *rest]
+    n_kpis = len(figures.measured_kpis(ctx.summary, variant))
+    png = figures.kpi_comparison(ctx.summary, variant, ncols=4 if n_kpis > 6 else 3)
+    chart = ctx.figure(f"kpis-{variant}", png, max_height=CHART_HEIGHT)
     story.append(KeepTogether([Paragraph(f"Comparison chart{suffix}", styles["Heading3"]), chart]))
     png = figures.learning_curves(_learning_curves(ctx.folder, ctx.scenario, variant), ctx.colors)
     if png is not None:
@@ -538,15 +753,15 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
                 "Small",
             )
         )
-        out.append(kpi_table(ctx, variant, stat="iqm"))
+        out.extend(kpi_tables(ctx, variant, stat="iqm"))
     out.append(Paragraph("Policies", styles["Heading3"]))
-    rows = [["Policy", "Kind", "Definition"]]
+    rows = [["Policy", "Kind", "Definition"]]  # "Kind" column: standard, learned, optimum (reference)
     for h in s.policies.heuristics:
         settings = ", ".join(f"{k}={v}" for k, v in h.settings.items()) or "defaults"
         rows.append(
             [
                 h.label,
-                "standard",
+                _kind_label(ctx.summary, h.label),
                 f"{h.use} ({settings}): {ctx.domain.heuristics[h.use].description}",
             ]
         )

@@ -24,6 +24,12 @@ class ChemoDomain(Domain):
     params_model = ChemoParams
     kpis = metrics.KPIS
     heuristics = HEURISTICS
+    headline_kpis = ("survival", "tumour_burden", "normal_cells", "total_dose")
+    glossary = {
+        "DTR-Bench reward": "the score the learned policies are trained on: every 6 hours, normal cells "
+        "minus tumour (both relative to the start) minus the dose, and 100 points off for a death. It can "
+        "favour giving little drug: read it beside survival and tumour burden.",
+    }
     info_keys = ("state", "dose")
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> ChemoEnv:

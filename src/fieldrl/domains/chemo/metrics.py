@@ -12,8 +12,9 @@ KPIS: list[KPI] = [
     KPI("return", "Return (DTR-Bench reward)", "", higher_is_better=True),
     KPI("tumour_burden", "Final tumour burden", "% of initial", higher_is_better=False),
     KPI("normal_cells", "Lowest normal-cell count", "% of initial", higher_is_better=True),
-    KPI("survival", "Survival", "%", higher_is_better=True),
-    KPI("total_dose", "Total dose", "max-dose days", higher_is_better=False),
+    KPI("survival", "Survival", "%", higher_is_better=True, binary=True),
+    # less drug is not better in itself (no treatment gives none): a trade-off, reported but not ranked
+    KPI("total_dose", "Total dose", "max-dose days", higher_is_better=False, ranked=False),
 ]
 
 

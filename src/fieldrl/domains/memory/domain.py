@@ -20,7 +20,7 @@ class MemoryParams(BaseModel):
 
 
 KPIS: list[KPI] = [
-    KPI("success", "Episodes with the correct final action", "%", higher_is_better=True),
+    KPI("success", "Episodes with the correct final action", "%", higher_is_better=True, binary=True),
     KPI("return", "Return", "", higher_is_better=True),
 ]
 
@@ -32,6 +32,7 @@ class MemoryDomain(Domain):
     title = "Cue memory"
     params_model = MemoryParams
     kpis = KPIS
+    headline_kpis = ("success",)
     heuristics = HEURISTICS
     info_keys = ("success",)
 

@@ -76,6 +76,12 @@ class RailDomain(Domain):
     title = "Rail dispatching (Flatland)"
     params_model = RailParams
     kpis = metrics.KPIS
+    headline_kpis = ("arrived", "deadlocked", "delay")
+    glossary = {
+        "Deadlock": "trains blocking each other on single track so that none can move again.",
+        "Flatland normalised reward": "the Flatland 3 challenge score of an episode (0-1): arrivals and "
+        "their punctuality against the schedule.",
+    }
     heuristics = HEURISTICS
     info_keys = metrics.INFO_KEYS
     eval_batch_size = 50

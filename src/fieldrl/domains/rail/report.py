@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
 
 from fieldrl.reports.figures import png_bytes  # noqa: E402
-from fieldrl.reports.findings import fmt  # noqa: E402
+from fieldrl.reports.findings import with_range  # noqa: E402
 
 OUTCOME_COLORS = {
     "arrived": "#2ca02c",
@@ -75,8 +75,12 @@ def rail_map(frame: pd.DataFrame, title: str) -> bytes | None:
     shape = frame[frame["layer"] == "shape"]
     if rail.empty or shape.empty:
         return None
-    h, w = int(shape["row"].iloc[0]), int(shape["col"].iloc[0])
-    fig, ax = plt.subplots(figsize=(6.2, 6.2 * h / max(w, 1)))
+    # the frame is the rails' extent, not the whole grid: Flatland leaves much of a grid empty, and a
+    # map drawn on the full grid filled a third of its frame
+    row0, row1 = int(rail["row"].min()), int(rail["row"].max())
+    col0, col1 = int(rail["col"].min()), int(rail["col"].max())
+    h, w = row1 - row0 + 3, col1 - col0 + 3
+    fig, ax = plt.subplots(figsize=(6.2, max(2.5, 6.2 * h / max(w, 1))))
     ax.scatter(rail["col"], rail["row"], marker="s", s=30, color="#d9d9d9", linewidths=0)
     trains = frame[frame["layer"] == "train"]
     rng = np.random.default_rng(0)
@@ -102,8 +106,8 @@ def rail_map(frame: pd.DataFrame, title: str) -> bytes | None:
         plt.Line2D([], [], marker="*", color="black", linestyle="", ms=6, label="destination"),
     ]
     ax.legend(handles=handles, fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=6)
-    ax.set_xlim(-1, w)
-    ax.set_ylim(h, -1)
+    ax.set_xlim(col0 - 1.5, col1 + 1.5)
+    ax.set_ylim(row1 + 1.5, row0 - 1.5)
     ax.set_aspect("equal")
     ax.set_xticks([])
     ax.set_yticks([])
@@ -115,7 +119,7 @@ def rail_map(frame: pd.DataFrame, title: str) -> bytes | None:
 def _ci(stat: dict[str, float] | None, unit: str = " %") -> str:
     if stat is None:
         return "n/a"
-    return f"{fmt(stat['value'])}{unit} [{fmt(stat['low'])}, {fmt(stat['high'])}]"
+    return with_range(stat, unit)
 
 
 def dispatcher_finding(ctx: Any, variant: str) -> str:
@@ -137,7 +141,9 @@ def dispatcher_finding(ctx: Any, variant: str) -> str:
     parts = [
         f"{where}the best dispatcher, {best}, got {_ci(_stat(ctx, variant, best, 'arrived'))} of trains "
         f"to their destination with {_ci(_stat(ctx, variant, best, 'deadlocked'))} of trains stuck in a "
-        "deadlock at the end (mean and 95 % CI over the held-out networks)."
+        "deadlock at the end (mean"
+        + ("" if ctx.summary["variants"][variant].get("too_few_cases") else " and 95 % CI")
+        + " over the held-out networks)."
     ]
     if base is not None and base != best:
         parts.append(

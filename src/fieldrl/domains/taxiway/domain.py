@@ -99,6 +99,13 @@ class TaxiwayDomain(Domain):
     title = "Airport taxiway routing"
     params_model = TaxiwayParams
     kpis = metrics.KPIS
+    headline_kpis = ("conflicts_per_100", "taxi_time_min", "throughput_per_hour", "completed_pct")
+    glossary = {
+        "Conflict": "two aircraft closer than the separation minimum on the surface (counted exactly, "
+        "per 100 movements).",
+        "Masked actions": "moves the airport forbids (a closed taxiway, a runway in use) are never offered "
+        "to the learned policy.",
+    }
     heuristics = HEURISTICS
     info_keys = metrics.SCALAR_KEYS
     extra_wall_clock_metrics = ("plan_ms",)

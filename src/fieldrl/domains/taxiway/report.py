@@ -18,7 +18,7 @@ from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
 
 from fieldrl.domains.taxiway.env import load_params_layout  # noqa: E402
 from fieldrl.reports.figures import png_bytes  # noqa: E402
-from fieldrl.reports.findings import fmt  # noqa: E402
+from fieldrl.reports.findings import fmt, with_range  # noqa: E402
 
 KIND_STYLE = {
     "separation": ("o", "#d62728", "separation"),
@@ -195,7 +195,7 @@ def _value(ctx: Any, variant: str, policy: str, kpi: str) -> tuple[float, float,
 
 
 def _ci(v: tuple[float, float, float], unit: str = "") -> str:
-    return f"{fmt(v[0])}{unit} [{fmt(v[1])}, {fmt(v[2])}]"
+    return with_range({"value": v[0], "low": v[1], "high": v[2]}, unit)
 
 
 def manager_text(ctx: Any, variant: str, policies: list[str], planner: str | None) -> list[str]:
@@ -209,11 +209,15 @@ def manager_text(ctx: Any, variant: str, policies: list[str], planner: str | Non
         return []
     params = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
     near_m = (params.separation_cells - 1) * params.cell_m
+    few = ctx.summary["variants"][variant].get("too_few_cases")
     parts = [
         "Safety, conflicts per 100 movements (two aircraft within "
         f"{near_m:g} m of each other along the taxiways, two aircraft nose to nose in one taxiway segment, "
-        "or an aircraft on a runway in use; mean over the test periods with its 95 % confidence "
-        "interval): " + "; ".join(f"{p} {_ci(v)}" for p, v in conf.items()) + ".",
+        "or an aircraft on a runway in use; mean over the test periods"
+        + ("" if few else " with its 95 % confidence interval")
+        + "): "
+        + "; ".join(f"{p} {_ci(v)}" for p, v in conf.items())
+        + ".",
         "Getting traffic through, share of the period's movements completed before it ended: "
         + "; ".join(f"{p} {_ci(v, ' %')}" for p, v in done.items())
         + ". A movement not completed was stuck on the taxiways (gridlock: aircraft waiting for each "

@@ -25,6 +25,13 @@ class TrafficDomain(Domain):
     title = "Traffic signals for vehicles and pedestrians"
     params_model = TrafficParams
     kpis = metrics.KPIS
+    headline_kpis = ("person_delay_mean", "vehicle_delay_mean", "pedestrian_delay_mean", "throughput")
+    glossary = {
+        "Person delay": "the time each driver and each pedestrian lost against moving freely, every "
+        "road user counted once.",
+        "Jain fairness": "1 when vehicles and pedestrians lose the same share of their time, lower when "
+        "one mode waits for the other (Jain's index, 0-1).",
+    }
     heuristics = HEURISTICS
     info_keys = metrics.info_keys(3)
     #: libsumo runs one simulation per process: the runner evaluates one episode at a time

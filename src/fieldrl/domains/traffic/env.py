@@ -213,7 +213,8 @@ class TrafficEnv(ParallelEnv):
         if self.params.gui:
             import traci
 
-            traci.start([sumo.binary("sumo-gui"), *cmd, "--start"], label=f"gui-{id(self)}")
+            with sumo.quiet_stdout():
+                traci.start([sumo.binary("sumo-gui"), *cmd, "--start"], label=f"gui-{id(self)}")
             self._handle = traci.getConnection(f"gui-{id(self)}")
         else:
             self._handle = sumo.start(cmd, self, self.params.traci)

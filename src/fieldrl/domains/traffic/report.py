@@ -88,7 +88,7 @@ def fairness_chart(summary: dict[str, Any], variant: str, order: list[str], colo
             yerr=[[q["value"] - q["low"]], [q["high"] - q["value"]]],
             fmt="o", color=colors.get(p, "#555555"), capsize=2, label=f"{p} (Jain {jain:.2f})",
         )  # fmt: skip
-        top = max(top, v["high"], q["high"])
+        top = max(top, *(x for s in (v, q) for x in (s["value"], s["high"]) if x == x))  # NaN: no interval
     ax.plot([0, top * 1.1], [0, top * 1.1], color="grey", linestyle="--", linewidth=0.8)
     ax.text(top * 0.55, top * 0.5, "equal delay", color="grey", fontsize=7, rotation=35)
     ax.set_xlim(0, top * 1.1)
@@ -217,8 +217,8 @@ def finding(ctx: Any, variant: str, pedestrians: bool = True) -> str:
             rel = 100 * (1 - _value(pols, p, "person_delay_mean") / _value(pols, fixed, "person_delay_mean"))
             change = f", {abs(rel):.0f} % {'less' if rel >= 0 else 'more'} than fixed-time"
             paired = _pair(entry, p, fixed, "person_delay_mean")
-            if paired is not None:
-                r = paired["relative_percent"]
+            if paired is not None and paired["relative_percent"]["low"] == paired["relative_percent"]["low"]:
+                r = paired["relative_percent"]  # no interval where there are too few held-out cases
                 change += f" (paired 95 % CI {r['low']:+.0f} % to {r['high']:+.0f} %)"
         parts.append(f"The {kind}, {p}, gives {describe(p)}{change}.")
     if best_l and fixed and best_l in pols and fixed in pols and pedestrians:

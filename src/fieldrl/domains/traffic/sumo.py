@@ -9,10 +9,12 @@ clear error instead of SUMO's own crash.
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import os
 import sys
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,29 @@ TOOLS = SUMO_HOME / "tools"
 #: the env whose simulation libsumo runs (a weak reference: an env dropped unclosed frees the slot)
 _libsumo_owner: weakref.ref[Any] | None = None
 _labels = itertools.count()
+
+
+#: lines traci and libsumo print that tell a fieldrl user nothing: a connection retry while SUMO is still
+#: starting, and a pyarrow version notice about libsumo's own parquet output (fieldrl never uses it)
+STDOUT_NOISE = (
+    " Retrying in ",
+    "Could not connect to TraCI server",
+    "Warning! pyarrow ",
+    " Try to uninstall pyarrow",
+)
+
+
+@contextlib.contextmanager
+def quiet_stdout() -> Iterator[None]:
+    """Drop traci's and libsumo's :data:`STDOUT_NOISE` lines; anything else they print still shows."""
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            yield
+    finally:
+        kept = [line for line in buffer.getvalue().splitlines() if not line.startswith(STDOUT_NOISE)]
+        if kept:
+            sys.stdout.write("\n".join(kept) + "\n")
 
 
 def _owner() -> object | None:
@@ -60,7 +85,8 @@ def start(cmd: list[str], owner: object, use_traci: bool) -> Any:
         import traci
 
         label = f"fieldrl-{os.getpid()}-{next(_labels)}"
-        traci.start([binary("sumo"), *cmd], label=label)
+        with quiet_stdout():
+            traci.start([binary("sumo"), *cmd], label=label)
         return traci.getConnection(label)
     holder = _owner()
     if holder is not None and holder is not owner:
@@ -68,7 +94,8 @@ def start(cmd: list[str], owner: object, use_traci: bool) -> Any:
             "libsumo runs one simulation per process and another traffic env holds it; "
             "close that env, use one env per process (subprocess vector envs) or set traci: true"
         )
-    import libsumo
+    with quiet_stdout():
+        import libsumo
 
     if _libsumo_owner is not None:  # this owner's last simulation, or one of an env dropped unclosed
         _release(libsumo)

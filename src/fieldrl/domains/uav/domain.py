@@ -25,6 +25,13 @@ class UavDomain(Domain):
     title = "Multi-UAV-assisted vehicular task offloading"
     params_model = UavParams
     kpis = metrics.KPIS
+    headline_kpis = ("success_rate", "mean_delay_ms", "energy_j", "cost")
+    glossary = {
+        "SOCP": "second-order cone programme: the convex problem solved for each UAV's flight path.",
+        "LP": "linear programme: splits each task between the vehicle, the UAVs and the base station.",
+        "Weighted system cost": "the paper's objective per time slot: delay and energy weighted together "
+        "(lower is better).",
+    }
     heuristics = HEURISTICS
     info_keys = KPI_KEYS
     eval_batch_size = 64

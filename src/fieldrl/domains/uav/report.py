@@ -22,7 +22,7 @@ from reportlab.lib import colors  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph, Table, TableStyle  # noqa: E402
 
 from fieldrl.reports.figures import png_bytes  # noqa: E402
-from fieldrl.reports.findings import fmt  # noqa: E402
+from fieldrl.reports.findings import fmt, with_range  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -227,14 +227,16 @@ def finding(ctx: Any, rows: list[Row]) -> str:
     rules = [r for r in rows if r.kind == "heuristic"]
     parts = [
         f"With the full pipeline (SOCP flight paths, learned allocation, rectifier, LP offloading) "
-        f"{fmt(f_s['value'])} % of tasks met their deadline (95 % CI {fmt(f_s['low'])}-{fmt(f_s['high'])}) "
-        f"at a cost of {fmt(f_c['value'])} per slot."
+        f"{with_range(f_s, ' %')} of tasks met their deadline at a cost of {fmt(f_c['value'])} per slot."
     ]
+    few = ctx.summary["variants"][full.variant].get("too_few_cases")  # no intervals: nothing "clearly" so
     if rules:
         best = max(rules, key=lambda r: stat(ctx, r, "success_rate")["value"])
         b_s, b_c = stat(ctx, best, "success_rate"), stat(ctx, best, "cost")
         overlap = f_s["high"] >= b_s["low"] and f_s["low"] <= b_s["high"]
-        if overlap:
+        if few:
+            verdict = "a share that so few held-out cases cannot compare with it"
+        elif overlap:
             verdict = "a similar share of tasks (the confidence intervals overlap)"
         else:
             verdict = "clearly more tasks" if f_s["value"] > b_s["value"] else "clearly fewer tasks"
@@ -262,13 +264,16 @@ def finding(ctx: Any, rows: list[Row]) -> str:
     fixed = next((r for r in rows if r.kind == "fixed"), None)
     if fixed is not None:
         x_s = stat(ctx, fixed, "success_rate")
-        if x_s["high"] >= f_s["low"] and x_s["low"] <= f_s["high"]:
+        if few:
+            word = "cannot be compared, on so few held-out cases,"
+        elif x_s["high"] >= f_s["low"] and x_s["low"] <= f_s["high"]:
             word = "did not measurably change the success rate"
         else:
             word = "raised the success rate" if f_s["value"] > x_s["value"] else "lowered the success rate"
         paired = ""
         entry = ctx.summary["variants"][full.variant]
-        if entry.get("best_heuristic") == fixed.policy and entry.get("best_learned") == full.policy:
+        paired_ok = entry.get("best_heuristic") == fixed.policy and entry.get("best_learned") == full.policy
+        if paired_ok and not few:
             d = entry["comparison"]["success_rate"]["difference"]
             paired = (
                 f"; paired on the same held-out cases the difference is {d['value']:+.1f} points "
@@ -276,8 +281,9 @@ def finding(ctx: Any, rows: list[Row]) -> str:
             )
             word = "raised the success rate" if d["low"] > 0 else word
             word = "lowered the success rate" if d["high"] < 0 else word
+        against = "with" if few else "compared with"
         parts.append(
-            f"Inside the same pipeline, the learned allocation {word} compared with a fixed admission count "
+            f"Inside the same pipeline, the learned allocation {word} {against} a fixed admission count "
             f"('{fixed.label}': {fmt(x_s['value'])} %{paired})."
         )
     lp, socp = stat(ctx, full, "lp_ms"), stat(ctx, full, "socp_ms")

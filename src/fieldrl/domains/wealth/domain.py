@@ -438,6 +438,14 @@ class WealthDomain(Domain):
     title = "Goals-based wealth management"
     params_model = WealthParams
     kpis = KPIS
+    headline_kpis = ("utility", "goals_taken", "final_wealth")
+    glossary = {
+        "Utility": "the value the investor puts on the goals reached (the GBWM objective).",
+        "DP optimum": "the exact dynamic-programming solution of the same problem: it knows the market "
+        "model, which no real adviser does, so it is a ceiling, not a standard policy. Its share of the "
+        "optimum is 100 % in expectation; on a finite set of held-out market paths luck moves it away.",
+        "W0 units": "multiples of the investor's starting wealth.",
+    }
     heuristics = HEURISTICS
 
     def heuristic_problem(self, use: str, params: BaseModel) -> str | None:

@@ -329,6 +329,9 @@ HEURISTICS: dict[str, HeuristicSpec] = {
         "Take every affordable goal at its best affordable level; hold one portfolio.",
     ),
     "dp": HeuristicSpec(
-        DPSettings, _dp, "Dynamic-programming optimum of the problem (the reference for % of DP)."
+        DPSettings,
+        _dp,
+        "Dynamic-programming optimum of the problem (the reference for % of DP).",
+        oracle=True,
     ),
 }

@@ -21,7 +21,7 @@ from reportlab.lib import colors  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph, Table, TableStyle  # noqa: E402
 
 from fieldrl.reports.figures import png_bytes  # noqa: E402
-from fieldrl.reports.findings import fmt  # noqa: E402
+from fieldrl.reports.findings import fmt, with_range  # noqa: E402
 
 BANDS = ((5, 95), (25, 75))
 
@@ -176,6 +176,7 @@ def adviser_text(ctx: Any, variant: str, dp_name: str | None, several_problems: 
     shares = {p: v["pct_of_dp"]["mean"] for p, v in entry.items() if "pct_of_dp" in v}
     if not shares:
         return ""
+    few = ctx.summary["variants"][variant].get("too_few_cases")
     where = (
         "averaged over the held-out investors' problems (each problem's own optimum is 100 %)"
         if several_problems
@@ -184,20 +185,23 @@ def adviser_text(ctx: Any, variant: str, dp_name: str | None, several_problems: 
     parts = [
         "The dynamic-programming (DP) strategy is the best any strategy can do on average: it plans the "
         "portfolio and the goals to fund for every year and every wealth level in advance. Each strategy's "
-        f"expected utility is shown as a share of that optimum, {where}, with 95 % confidence intervals "
-        "from the held-out market paths:"
+        f"expected utility is shown as a share of that optimum, {where}"
+        + (
+            ""
+            if ctx.summary["variants"][variant].get("too_few_cases")
+            else ", with 95 % confidence intervals"
+        )
+        + " from the held-out market paths:"
     ]
     ranked = sorted(shares.items(), key=lambda kv: -kv[1]["value"])
-    parts.append(
-        "; ".join(f"{p} {fmt(s['value'])} % [{fmt(s['low'])}, {fmt(s['high'])}]" for p, s in ranked) + "."
-    )
+    parts.append("; ".join(f"{p} {with_range(s, ' %')}" for p, s in ranked) + ".")
     if dp_name is not None and dp_name in shares:
         parts.append(
             f"{dp_name} itself scores close to, not exactly, 100 % because a finite number of market paths "
             "is simulated; that gap is the size of the sampling error in every other number."
         )
-    if dp_name is None or dp_name not in shares:
-        return " ".join(parts)
+    if dp_name is None or dp_name not in shares or few:
+        return " ".join(parts)  # no paired intervals from too few held-out cases
     paired = {
         p: paired_share(ctx.results, variant, p, dp_name, several_problems) for p, _ in ranked if p != dp_name
     }
@@ -262,13 +266,20 @@ def inflation_text(ctx: Any, variant: str, inflation: Any, frame: pd.DataFrame) 
     if utility:
         ranked = sorted(utility.items(), key=lambda kv: -kv[1]["value"])
         parts.append(
-            "Expected utility with 95 % confidence intervals over the held-out market paths: "
-            + "; ".join(f"{p} {fmt(s['value'])} [{fmt(s['low'])}, {fmt(s['high'])}]" for p, s in ranked)
+            "Expected utility over the held-out market paths"
+            + ("" if entry.get("too_few_cases") else " with 95 % confidence intervals")
+            + ": "
+            + "; ".join(f"{p} {with_range(s)}" for p, s in ranked)
             + "."
         )
     learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
     diff = entry.get("comparison", {}).get("utility", {}).get("difference")
-    if learned and heuristic and diff:
+    if learned and heuristic and diff and entry.get("too_few_cases"):
+        parts.append(
+            f"For an adviser: {learned}, the best learned strategy, and {heuristic}, the best standard rule, "
+            "cannot be compared on so few held-out cases."
+        )
+    elif learned and heuristic and diff:
         if diff["low"] > 0:
             verdict = "reached more utility than"
         elif diff["high"] < 0:

@@ -1,0 +1,165 @@
+"""What a scenario asks of the machine: steps to train, episodes to play, and a rough time.
+
+Counted from the scenario alone (no domain is imported), so ``fieldrl list`` and ``validate`` can
+say it at once. The time is an order of magnitude, not a promise: it multiplies the counts by each
+domain's speed as measured with ``--jobs 1`` on a busy 2-core machine (see :data:`SPEEDS`);
+bigger maps, longer episodes or another algorithm move it by a factor of two either way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fieldrl.scenario import BUDGET_NAMES, Scenario
+
+
+@dataclass(frozen=True)
+class Speed:
+    """One domain's measured speed, one process.
+
+    :param on_policy: environment steps per second of on-policy training (PPO, A2C, ...), updates included.
+    :param off_policy: the same for off-policy learners (SAC, TD3, DQN, ...) making one gradient step per
+        four environment steps (SB3's default with 4 envs); more or fewer updates per step scale it.
+    :param episode_s: seconds per held-out or validation episode of one policy, evaluation overhead included.
+    """
+
+    on_policy: float
+    off_policy: float
+    episode_s: float
+
+
+def _cost(entry: Any) -> tuple[bool, float]:
+    """(off-policy?, cost of one env step relative to the domain's measured speed) for a learned entry."""
+    factor = RECURRENT_COST.get(entry.algorithm, 1.0)
+    if entry.algorithm not in OFF_POLICY:
+        return False, factor
+    hp = entry.hyperparameters
+    freq = hp.get("train_freq", 1)
+    freq = freq[0] if isinstance(freq, list | tuple) else freq
+    updates = float(hp.get("gradient_steps", 1)) / (max(1, int(freq)) * entry.n_envs)
+    if updates < 0:  # SB3's gradient_steps=-1: as many as env steps collected
+        updates = 1.0
+    return True, factor * updates / REFERENCE_UPDATES_PER_STEP
+
+
+#: measured on the quick budgets of the built-in scenarios (2 cores shared with other jobs, --jobs 1;
+#: training speed from each model's validation curve, the rest of the wall time spread over episodes)
+SPEEDS: dict[str, Speed] = {
+    "chemo": Speed(on_policy=2700.0, off_policy=170.0, episode_s=0.05),
+    "memory": Speed(on_policy=800.0, off_policy=850.0, episode_s=0.01),
+    "wealth": Speed(on_policy=2000.0, off_policy=170.0, episode_s=0.05),
+    "rail": Speed(on_policy=750.0, off_policy=100.0, episode_s=0.6),
+    "traffic": Speed(on_policy=150.0, off_policy=120.0, episode_s=0.8),
+    "taxiway": Speed(on_policy=3500.0, off_policy=170.0, episode_s=0.45),
+    "uav": Speed(on_policy=170.0, off_policy=100.0, episode_s=0.45),
+}
+#: learners that make gradient steps between environment steps (slower per step than on-policy ones)
+OFF_POLICY = frozenset({"sac", "td3", "ddpg", "tqc", "dqn", "lstm-td3"})
+#: recurrent learners: this many times the cost of their feed-forward twin (sequences through an LSTM)
+RECURRENT_COST = {"lstm-td3": 2.0, "recurrent-ppo": 10.0}
+#: gradient steps per environment step that :attr:`Speed.off_policy` was measured at
+REFERENCE_UPDATES_PER_STEP = 0.25
+#: start-up (imports, worker processes) and the report, once per run
+FIXED_S = 10.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Counts for one run: what ``fieldrl run`` would train and play."""
+
+    settings: int
+    training_runs: int
+    steps_by_policy: dict[str, int]
+    off_policy_steps: float
+    eval_episodes: int
+    validation_episodes: int
+    on_policy_steps: float = 0.0
+
+    @property
+    def train_steps(self) -> int:
+        return sum(self.steps_by_policy.values())
+
+    def seconds(self, domain: str) -> float:
+        """Rough wall time with ``--jobs 1``."""
+        speed = SPEEDS.get(domain, Speed(500.0, 100.0, 1.0))
+        episodes = self.eval_episodes + self.validation_episodes
+        train = self.on_policy_steps / speed.on_policy + self.off_policy_steps / speed.off_policy
+        return FIXED_S + train + episodes * speed.episode_s
+
+
+def workload(scenario: Scenario) -> Workload:
+    """Steps and episodes of ``scenario`` as it stands (apply a budget first with ``with_budget``)."""
+    settings = len(scenario.variant_names)
+    n_train = len(scenario.seeds.train)
+    learned = scenario.policies.learned
+    steps_by_policy = {e.label: settings * n_train * e.train_steps for e in learned}
+    policy_runs = len(scenario.policies.heuristics) + len(learned) * n_train
+    eval_episodes = settings * policy_runs * len(scenario.seeds.eval) * scenario.episodes_per_seed
+    n_validation = len(scenario.seeds.validation or [])
+    validations = sum(math.ceil(e.train_steps / e.validation_interval) + 1 for e in learned) * n_train
+    heuristics_once = len(scenario.policies.heuristics) if learned else 0
+    weighted = {True: 0.0, False: 0.0}  # env steps weighted by their cost, off-policy and on-policy
+    for e in learned:
+        off, cost = _cost(e)
+        weighted[off] += steps_by_policy[e.label] * cost
+    return Workload(
+        settings=settings,
+        training_runs=settings * len(learned) * n_train,
+        steps_by_policy=steps_by_policy,
+        off_policy_steps=weighted[True],
+        on_policy_steps=weighted[False],
+        eval_episodes=eval_episodes,
+        validation_episodes=settings * n_validation * (validations + heuristics_once),
+    )
+
+
+def duration_text(seconds: float) -> str:
+    """``≈ 40 s``, ``≈ 3 min``, ``≈ 2.5 h``, ``≈ 3 days``: one or two significant figures."""
+    if seconds < 90:
+        return f"≈ {max(10, round(seconds, -1)):.0f} s"
+    if seconds < 90 * 60:
+        return f"≈ {seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        hours = seconds / 3600
+        return f"≈ {hours:.1f} h" if hours < 10 else f"≈ {hours:.0f} h"
+    return f"≈ {seconds / 86400:.0f} days"
+
+
+@dataclass(frozen=True)
+class Overview:
+    """A built-in scenario as ``fieldrl list`` shows it."""
+
+    name: str
+    path: Path
+    summary: str
+    times: dict[str, str]
+
+
+def first_sentence(text: str, limit: int = 130) -> str:
+    """The description's first sentence, shortened to ``limit`` characters at a word."""
+    flat = " ".join(text.split())
+    end = flat.find(". ")
+    sentence = flat if end < 0 else flat[: end + 1]
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[: sentence.rfind(" ", 0, limit - 1)] + " …"
+
+
+def overview(name: str, path: Path) -> Overview:
+    """Description and estimated time per budget of a built-in scenario, read without its domain.
+
+    Built-in files are valid (tests load each fully); here only their structure is read.
+    """
+    data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    scenario = Scenario.model_validate(data)
+    times = {}
+    for budget in BUDGET_NAMES:
+        if budget == "full" or budget in scenario.budgets:
+            load = workload(scenario.with_budget(budget))
+            times[budget] = duration_text(load.seconds(scenario.domain))
+    return Overview(name, path, first_sentence(scenario.description), times)

@@ -1,0 +1,341 @@
+"""Page 1 of the report: an executive summary a stakeholder can trust at a glance.
+
+One verdict sentence on the measures the domain's stakeholder reads first (``Domain.headline_kpis``),
+one small table of the best standard policy against the best learned one, one chart, then the terms
+used. Every count in it comes from what was run; below :data:`~fieldrl.reports.findings.MIN_CASES`
+held-out cases nothing is called better or worse.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from xml.sax.saxutils import escape
+
+from reportlab.lib import colors
+from reportlab.lib.units import cm
+from reportlab.platypus import Paragraph, Table, TableStyle
+
+from fieldrl.reports import figures
+from fieldrl.reports.findings import (
+    MIN_CASES,
+    _change,
+    _scale,
+    cases,
+    fmt,
+    label,
+    measured_kpis,
+    plural,
+    ranked,
+)
+from fieldrl.reports.layout import CELL_PADDING, min_column_width, spread
+
+if TYPE_CHECKING:
+    from fieldrl.reports.pdf import ReportContext
+
+#: the chart on page 1 shows at most this many measures, and is at most this tall
+CHART_KPIS = 4
+CHART_HEIGHT = 4.6 * cm
+
+
+def headline_kpis(summary: dict[str, Any], variant: str, chosen: tuple[str, ...] | list[str]) -> list[dict]:
+    """The measures page 1 leads with: the domain's headline KPIs that were measured here, in its order;
+    without any, the primary KPI and the next ranked measured ones."""
+    measured = {k["name"]: k for k in measured_kpis(summary, variant)}
+    picked = [measured[n] for n in chosen if n in measured]
+    if picked:
+        return picked
+    primary = summary["primary_kpi"]
+    rest = [k for n, k in measured.items() if n != primary and ranked(k)]
+    return ([measured[primary]] if primary in measured else []) + rest[: CHART_KPIS - 1]
+
+
+def _primary(summary: dict[str, Any]) -> dict[str, Any]:
+    return next(k for k in summary["kpis"] if k["name"] == summary["primary_kpi"])
+
+
+def _unit(kpi: dict[str, Any]) -> str:
+    return f" {kpi['unit']}" if kpi["unit"] else ""
+
+
+def _paren_unit(kpi: dict[str, Any]) -> str:
+    return f" ({kpi['unit']})" if kpi["unit"] else ""
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def verdict_sentence(summary: dict[str, Any], variant: str, headlines: list[dict]) -> str:
+    """One sentence: the best learned policy against the best standard one, on the headline measures."""
+    entry = summary["variants"][variant]
+    learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+    primary = _primary(summary)
+    if not learned or not heuristic:
+        best = learned or heuristic
+        if best is None:
+            return "No policy has results: every held-out episode ended in a simulator error."
+        kind = "learned" if learned else "standard"
+        value = entry["policies"][best][primary["name"]]["mean"]["value"]
+        return (
+            f"Only {kind} policies have results here; the best on {label(primary)} was {best} "
+            f"({fmt(value)}{_unit(primary)})."
+        )
+    n = cases(entry, learned, heuristic)
+    if n < MIN_CASES:
+        return (
+            f"This run has {plural(n, 'held-out case')}, too few to compare {learned} (the best learned "
+            f"policy) with {heuristic} (the best standard policy): their numbers are set side by side "
+            "below without confidence intervals."
+        )
+    groups: dict[str, list[str]] = {"better": [], "worse": [], "unclear": [], "different": []}
+    for k in headlines:
+        lv, hv = (entry["policies"][p][k["name"]]["mean"]["value"] for p in (learned, heuristic))
+        verdict, phrase = _change(k, entry["comparison"][k["name"]], lv, hv, _scale(entry, k["name"]))
+        groups[verdict].append(phrase if verdict == "different" else label(k))
+    clauses = []
+    if groups["better"]:
+        clauses.append(f"did better on {_join(groups['better'])}")
+    if groups["worse"]:
+        clauses.append(f"did worse on {_join(groups['worse'])}")
+    if groups["unclear"]:
+        clauses.append(f"could not be told apart on {_join(groups['unclear'])}")
+    text = f"Against {heuristic}, the best standard policy, {learned}, the best learned policy, "
+    text += _join(clauses) if clauses else "has no measure to compare"
+    if groups["different"]:
+        text += "; not ranked, but different: " + "; ".join(groups["different"])
+    return text + f" (over {n} held-out cases)."
+
+
+def ranking_sentence(summary: dict[str, Any], variant: str, explained: bool) -> str | None:
+    """The measure that picked "best", when it is not one of the headline measures (e.g. a reward)."""
+    entry = summary["variants"][variant]
+    learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+    if not learned or not heuristic:
+        return None
+    primary = _primary(summary)
+    lv, hv = (entry["policies"][p][primary["name"]]["mean"]["value"] for p in (learned, heuristic))
+    see = " (see 'How to read this')" if explained else ""
+    text = (
+        f"The ranking measure, {label(primary)}, picked both{see}: {learned} {fmt(lv)}, "
+        f"{heuristic} {fmt(hv)}{_unit(primary)}"
+    )
+    if cases(entry, learned, heuristic) < MIN_CASES:
+        return text + "."
+    verdict, phrase = _change(
+        primary, entry["comparison"][primary["name"]], lv, hv, _scale(entry, primary["name"])
+    )
+    return text + ("; no clear difference." if verdict == "unclear" else f"; {phrase}.")
+
+
+def settings_sentence(summary: dict[str, Any]) -> str:
+    """Several settings: in how many the best learned policy beat the best standard one on the primary KPI."""
+    primary = _primary(summary)
+    counts = {"better": 0, "worse": 0, "unclear": 0, "few": 0, "none": 0}
+    for entry in summary["variants"].values():
+        learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+        if not learned or not heuristic:
+            counts["none"] += 1
+        elif cases(entry, learned, heuristic) < MIN_CASES:
+            counts["few"] += 1
+        else:
+            lv, hv = (entry["policies"][p][primary["name"]]["mean"]["value"] for p in (learned, heuristic))
+            comparison = entry["comparison"][primary["name"]]
+            counts[_change(primary, comparison, lv, hv, _scale(entry, primary["name"]))[0]] += 1
+    n = len(summary["variants"])
+    if counts["few"] == n:
+        fewest = min(cases(e, *e["policies"]) for e in summary["variants"].values())
+        return (
+            f"Across {n} settings, too few held-out cases ({fewest} in each; at least {MIN_CASES} needed) "
+            "to compare the best learned policy with the best standard one: the table sets them side by side."
+        )
+    parts = []
+    for key, words in (
+        ("better", "did better in"),
+        ("worse", "did worse in"),
+        ("unclear", "could not be told apart in"),
+    ):
+        if counts[key]:
+            parts.append(f"{words} {counts[key]}")
+    text = (
+        f"Across {n} settings, the best learned policy, against the best standard one on {label(primary)}, "
+    )
+    text += _join(parts) if parts else "could not be compared in any"
+    if counts["few"]:
+        text += f"; {counts['few']} had too few held-out cases to compare"
+    if counts["none"]:
+        text += f"; {counts['none']} had only one kind of policy"
+    return text + "."
+
+
+def grid_table(rows: list[list[str]], cell: Any, preferred: tuple[float, ...], width: float) -> Table:
+    """Rows of paragraph markup as a table ``width`` wide: each column at least its widest word (so
+    no word is broken) and at least its ``preferred`` width, the rest of the width shared equally."""
+    minimum = [min_column_width(list(c), cell.fontSize) for c in zip(*rows, strict=True)]
+    widths = spread([max(m, w) for m, w in zip(minimum, preferred, strict=True)], width)
+    table = Table([[Paragraph(c, cell) for c in row] for row in rows], colWidths=widths, repeatRows=1)
+    table.setStyle(
+        TableStyle(
+            [
+                ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
+                ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8eef5")),
+                ("VALIGN", (0, 0), (-1, -1), "TOP"),
+                ("LEFTPADDING", (0, 0), (-1, -1), CELL_PADDING),
+                ("RIGHTPADDING", (0, 0), (-1, -1), CELL_PADDING),
+            ]
+        )
+    )
+    return table
+
+
+def _value(stats: dict[str, Any], with_ci: bool) -> str:
+    m = stats["mean"]
+    if not with_ci or m["low"] != m["low"]:
+        return fmt(m["value"])
+    return f"{fmt(m['value'])}<br/><font size=6>[{fmt(m['low'])}, {fmt(m['high'])}]</font>"
+
+
+def _best_any(summary: dict[str, Any], variant: str, kpi: dict[str, Any]) -> str:
+    """The policy with the best mean on ``kpi`` among all of them (optimum included, and named so)."""
+    if not ranked(kpi):
+        return "not ranked"
+    entry = summary["variants"][variant]
+    sign = 1 if kpi["higher_is_better"] else -1
+    scored = {
+        p: v[kpi["name"]]["mean"]["value"]
+        for p, v in entry["policies"].items()
+        if v[kpi["name"]]["mean"]["value"] == v[kpi["name"]]["mean"]["value"]
+    }
+    if not scored:
+        return "n/a"
+    best = max(scored, key=lambda p: sign * scored[p])
+    is_oracle = best in (summary.get("oracles") or []) and "optim" not in best.lower()
+    tag = " (optimum)" if is_oracle else ""
+    return f"{escape(best)}{tag}: {fmt(scored[best])}"
+
+
+def headline_table(ctx: ReportContext, variant: str, headlines: list[dict], width: float) -> Table | None:
+    """Measures x (best standard, best learned, best of all): the one table page 1 holds."""
+    summary = ctx.summary
+    entry = summary["variants"][variant]
+    pair = [p for p in (entry.get("best_heuristic"), entry.get("best_learned")) if p]
+    if not pair:
+        return None
+    primary = _primary(summary)
+    rows_kpis = headlines if primary in headlines else [primary, *headlines]
+    with_ci = cases(entry, *pair) >= MIN_CASES
+    cell = ctx.styles["Cell"]
+    kinds = ["best standard" if p == entry.get("best_heuristic") else "best learned" for p in pair]
+    header = ["<b>Measure</b>"] + [
+        f"<b>{escape(p)}</b><br/><i>{k}</i>" for p, k in zip(pair, kinds, strict=True)
+    ]
+    header.append("<b>Best of all policies</b>")
+    rows = [header]
+    for k in rows_kpis:
+        note = " <i>(ranks the policies)</i>" if k is primary and primary not in headlines else ""
+        arrow = "higher is better" if k["higher_is_better"] else "lower is better"
+        arrow = arrow if ranked(k) else "not ranked"
+        rows.append(
+            [f"{escape(k['label'])}{escape(_paren_unit(k))}{note}<br/><font size=6>{arrow}</font>"]
+            + [_value(entry["policies"][p][k["name"]], with_ci) for p in pair]
+            + [_best_any(summary, variant, k)]
+        )
+    preferred = (5 * cm,) + (3 * cm,) * len(pair) + (3.5 * cm,)
+    return grid_table(rows, cell, preferred, width)
+
+
+def settings_table(ctx: ReportContext, width: float) -> Table:
+    """Several settings: one row each, best standard against best learned on the primary KPI."""
+    summary = ctx.summary
+    primary = _primary(summary)
+    cell = ctx.styles["Cell"]
+    rows = [
+        [
+            "<b>Setting</b>",
+            f"<b>Best standard policy</b><br/><i>{escape(label(primary))}</i>",
+            f"<b>Best learned policy</b><br/><i>{escape(label(primary))}</i>",
+            "<b>Learned against standard</b>",
+        ]
+    ]
+    for variant, entry in summary["variants"].items():
+        learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+        pair = [p for p in (heuristic, learned) if p]
+        with_ci = bool(pair) and cases(entry, *pair) >= MIN_CASES
+        shown = [
+            "-" if p is None else f"{escape(p)}: {_value(entry['policies'][p][primary['name']], with_ci)}"
+            for p in (heuristic, learned)
+        ]
+        if not learned or not heuristic:
+            verdict = "no comparison (one kind only)"
+        elif not with_ci:
+            verdict = f"too few cases to compare ({cases(entry, learned, heuristic)})"
+        else:
+            lv, hv = (entry["policies"][p][primary["name"]]["mean"]["value"] for p in (learned, heuristic))
+            comparison = entry["comparison"][primary["name"]]
+            verdict, phrase = _change(primary, comparison, lv, hv, _scale(entry, primary["name"]))
+            verdict = {"better": "better", "worse": "worse", "unclear": "no clear difference"}[verdict]
+            verdict = f"{verdict}: {escape(phrase)}"
+        rows.append([escape(variant), *shown, verdict])
+    return grid_table(rows, cell, (3 * cm, 4 * cm, 4 * cm, 4 * cm), width)
+
+
+def glossary(ctx: ReportContext, with_ci: bool) -> list[str]:
+    """'How to read this': the terms page 1 and the tables use, each in one sentence."""
+    scenario, summary = ctx.scenario, ctx.summary
+    primary = _primary(summary)
+    n_seeds, episodes = len(scenario.seeds.eval), scenario.episodes_per_seed
+    each = f", {episodes} episodes each" if episodes > 1 else ""
+    algorithms = [e.label for e in scenario.policies.learned]
+    terms = [
+        (
+            "Held-out cases",
+            f"{n_seeds} simulated cases (seeds {scenario.seeds.eval[0]} on{each}) never used in training; "
+            "every policy faced the same ones.",
+        ),
+        (
+            "Standard and learned policies",
+            "the rules practitioners use today (heuristics), and policies trained by reinforcement learning"
+            + (f" ({', '.join(algorithms)})" if algorithms else "")
+            + " on separate training cases; the best of each kind is the one with the best "
+            + ("" if label(primary).startswith("mean ") else "mean ")
+            + f"{label(primary)}.",
+        ),
+    ]
+    domain_terms = getattr(ctx.domain, "glossary", {})
+    explained = {t.lower() for t in domain_terms}
+    if summary.get("oracles") and not explained & {o.lower() for o in summary["oracles"]}:
+        terms.append(
+            (
+                "Optimum",
+                f"{', '.join(summary['oracles'])}: an exact optimiser that knows the model; a ceiling to "
+                "read the others against, not a standard policy.",
+            )
+        )
+    if with_ci:
+        terms.append(
+            (
+                "95 % CI",
+                "the range in brackets; a difference whose range includes 0 'could not be told apart' from "
+                "chance.",
+            )
+        )
+    else:
+        terms.append(
+            (
+                "No confidence intervals",
+                f"with fewer than {MIN_CASES} held-out cases a range would say nothing, so none is shown "
+                "and nothing is called better or worse.",
+            )
+        )
+    terms += list(domain_terms.items())
+    return [f"<b>{escape(t)}</b>: {escape(x)}" for t, x in terms]
+
+
+def chart(ctx: ReportContext, headlines: list[dict], width: float) -> Any:
+    """One chart: every policy on the headline measures (one setting), or best against best per setting."""
+    summary = ctx.summary
+    if len(summary["variants"]) > 1:
+        png = figures.best_by_setting(summary)
+    else:
+        variant = next(iter(summary["variants"]))
+        png = figures.kpi_comparison(summary, variant, kpis=headlines[:CHART_KPIS], ncols=CHART_KPIS)
+    return ctx.figure("page1-chart", png, width=width, max_height=CHART_HEIGHT)

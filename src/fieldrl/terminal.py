@@ -1,0 +1,264 @@
+"""What the command line prints: scenario lists, validation notes and KPI tables that fit the terminal.
+
+Light on purpose: nothing here imports a domain, torch or SB3, so ``fieldrl list`` answers at once.
+KPI tables that would be wider than the terminal are split into several, each repeating the row
+labels, instead of letting every column shrink to "pers…".
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from fieldrl.errors import FieldrlError
+from fieldrl.estimates import duration_text, overview, workload
+from fieldrl.reports.findings import MIN_CASES, fmt, measured_kpis
+from fieldrl.scenario import Scenario, builtin_scenarios
+
+#: the learned-policy algorithms of ``fieldrl.policies.registry.ALGORITHMS`` (a test keeps them equal)
+ALGORITHM_NAMES = (
+    "a2c",
+    "ddpg",
+    "dqn",
+    "independent-ppo",
+    "lstm-td3",
+    "maskable-ppo",
+    "ppo",
+    "recurrent-ppo",
+    "sac",
+    "td3",
+    "tqc",
+    "trpo",
+    "vd-maskable-ppo",
+)
+#: widest first (row-label) column of a KPI table, in characters
+LABEL_WIDTH = 26
+
+
+def scenarios_root() -> Path:
+    return Path(str(resources.files("fieldrl") / "scenarios"))
+
+
+def scenarios_table() -> Table:
+    """Every built-in scenario: its name, what it studies, and roughly how long each budget takes."""
+    root = scenarios_root()
+    table = Table(
+        title="Built-in scenarios: fieldrl run NAME [--budget quick]",
+        caption=f"Files: {root}/DOMAIN/NAME.yaml. Times: one process (--jobs 1) on 2 cores, rough.",
+        caption_justify="left",
+        show_lines=True,
+    )
+    table.add_column("scenario", no_wrap=True)
+    table.add_column("what it runs; expected time per budget", ratio=1)
+    for name in builtin_scenarios():
+        domain, stem = name.split("/", 1)
+        info = overview(name, root / domain / f"{stem}.yaml")
+        times = " · ".join(f"{budget} {t}" for budget, t in info.times.items())
+        table.add_row(name, Text(info.summary + "\n") + Text(times, style="bold"))
+    return table
+
+
+def domain_summary(domain: str) -> str:
+    """First sentence of a domain package's docstring, read without importing it."""
+    source = (resources.files("fieldrl") / "domains" / domain / "__init__.py").read_text("utf-8")
+    doc = ast.get_docstring(ast.parse(source)) or ""
+    return doc.split("\n")[0].rstrip(".")
+
+
+def domains_table() -> Table:
+    """Each domain in one line, and the algorithms a learned policy may use."""
+    table = Table(
+        title="Domains: fieldrl list DOMAIN shows its heuristics and KPIs",
+        caption="Algorithms for learned policies: " + ", ".join(ALGORITHM_NAMES),
+        caption_justify="left",
+    )
+    table.add_column("domain", no_wrap=True)
+    table.add_column("what it simulates", ratio=1)
+    for d in sorted({name.split("/", 1)[0] for name in builtin_scenarios()}):
+        table.add_row(d, escape(domain_summary(d)))
+    return table
+
+
+def domain_tables(name: str) -> list[Table]:
+    """A domain's heuristics and KPIs (this imports the domain and its simulator)."""
+    from fieldrl.domains import domain_names, get_domain
+
+    if name not in domain_names():
+        raise FieldrlError(f"DOMAIN = {name!r}: allowed: {', '.join(domain_names())}")
+    domain = get_domain(name)
+    heuristics = Table(title=f"{domain.title}: heuristics (use: NAME in a scenario)")
+    heuristics.add_column("use", no_wrap=True)
+    heuristics.add_column("what it does", ratio=1)
+    for h, spec in domain.heuristics.items():
+        heuristics.add_row(h, spec.description)
+    kpis = Table(title=f"{domain.title}: KPIs (report: {{primary_kpi: NAME}})")
+    for column in ("name", "what it measures", "unit", "better"):
+        kpis.add_column(column, overflow="fold")
+    for k in domain.kpis:
+        better = "machine time" if k.wall_clock else ("higher" if k.higher_is_better else "lower")
+        kpis.add_row(k.name, k.label, k.unit or "-", better)
+    return [heuristics, kpis]
+
+
+def validation_text(ref: str, budget: str, scenario: Scenario) -> str:
+    """What ``fieldrl run`` would do with ``scenario`` (already under ``budget``), and how long it takes."""
+    load = workload(scenario)
+    n_train = len(scenario.seeds.train)
+    n_eval = len(scenario.seeds.eval)
+    lines = [
+        f"[green]ok[/] {escape(ref)}, budget {budget}: domain {scenario.domain}",
+        f"  settings: {escape(', '.join(scenario.variant_names))}",
+        f"  policies: {len(scenario.policies.heuristics)} heuristic(s), "
+        f"{len(scenario.policies.learned)} learned x {n_train} training seed(s)",
+    ]
+    if scenario.policies.learned:
+        lines.append(f"  training: {load.training_runs} run(s), {load.train_steps:,} env steps in all")
+        lines += [f"    {escape(p)}: {n:,} steps" for p, n in load.steps_by_policy.items()]
+    lines.append(
+        f"  held-out test: {load.eval_episodes:,} episodes "
+        f"({n_eval} seed(s) x {scenario.episodes_per_seed} episode(s), per policy and setting)"
+    )
+    if load.validation_episodes:
+        lines.append(f"  validation during training: {load.validation_episodes:,} episodes")
+    lines.append(f"  expected time: {duration_text(load.seconds(scenario.domain))} with --jobs 1 (rough)")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- KPI tables
+
+
+@dataclass(frozen=True)
+class KpiColumn:
+    """One KPI column: its header words and one cell per row (rich markup, lines split by newlines)."""
+
+    header: str
+    cells: list[str]
+
+    @property
+    def width(self) -> int:
+        """Wide enough for the longest header word and the longest cell line, never wider than needed."""
+        words = max((len(w) for w in self.header.split()), default=1)
+        cells = max((cell_width(c) for c in self.cells), default=1)
+        return max(words, cells, min(12, len(self.header)))
+
+
+def cell_width(markup: str) -> int:
+    """Width on screen of the widest line of a rich-markup cell."""
+    return max(Text.from_markup(line).cell_len for line in markup.split("\n"))
+
+
+def kpi_header(kpi: dict[str, Any]) -> str:
+    arrow = "↑" if kpi["higher_is_better"] else "↓"
+    unit = f" ({kpi['unit']})" if kpi["unit"] else ""
+    return f"{kpi['label']}{unit} {arrow}"
+
+
+def stat_cell(stats: dict[str, Any], with_ci: bool) -> str:
+    """Mean over the held-out cases, with the 95 % CI half-width on a second line when there are enough."""
+    m = stats["mean"]
+    if not with_ci or m["value"] != m["value"]:
+        return fmt(m["value"])
+    half = max(m["high"] - m["value"], m["value"] - m["low"])
+    return f"{fmt(m['value'])}\n[dim]±{fmt(half)}[/]"
+
+
+def split_columns(widths: Sequence[int], first: int, total: int) -> list[list[int]]:
+    """Indices of ``widths`` in as few groups as fit ``total`` each (first column and borders included),
+    with about as many columns in each group (no last table holding a single column)."""
+
+    def groups(most: int) -> list[list[int]]:
+        out: list[list[int]] = []
+        used = 0
+        for i, w in enumerate(widths):
+            if not out or used + w + 3 > total or len(out[-1]) >= most:
+                out.append([])
+                used = first + 3 + 1
+            out[-1].append(i)
+            used += w + 3
+        return out
+
+    greedy = groups(len(widths))
+    even = groups(-(-len(widths) // len(greedy))) if greedy else greedy
+    return even if len(even) == len(greedy) else greedy
+
+
+def kpi_tables(title: str, labels: list[str], columns: list[KpiColumn], total: int) -> list[Table]:
+    """Rows x KPI columns as one table, or several (row labels repeated) where one would not fit ``total``."""
+    first = min(LABEL_WIDTH, max([len("policy"), *(cell_width(label) for label in labels)]))
+    groups = split_columns([c.width for c in columns], first, total)
+    tables = []
+    for n, group in enumerate(groups, start=1):
+        part = f" (table {n} of {len(groups)})" if len(groups) > 1 else ""
+        table = Table(title=title + part)
+        table.add_column("policy", width=first, overflow="fold")
+        for i in group:
+            column = columns[i]
+            table.add_column(escape(column.header), width=column.width, justify="right", overflow="fold")
+        for r, label in enumerate(labels):
+            table.add_row(label, *(columns[i].cells[r] for i in group))
+        tables.append(table)
+    return tables
+
+
+def enough_cases(stats: dict[str, Any]) -> bool:
+    return stats.get("n_eval_seeds", MIN_CASES) >= MIN_CASES
+
+
+def summary_tables(summary: dict[str, Any], total: int) -> list[Table]:
+    """One table (or a few, to fit) per setting: KPI means with 95 % CI half-widths; * marks the best."""
+    tables = []
+    for variant, entry in summary["variants"].items():
+        kpis = measured_kpis(summary, variant) or summary["kpis"]
+        policies = list(entry["policies"].items())
+        with_ci = all(enough_cases(v[k["name"]]) for _, v in policies for k in kpis)
+        columns = [
+            KpiColumn(kpi_header(k), [stat_cell(v[k["name"]], with_ci) for _, v in policies]) for k in kpis
+        ]
+        best = (entry.get("best_learned"), entry.get("best_heuristic"))
+        labels = [escape(p) + (" *" if p in best else "") for p, _ in policies]
+        where = "" if variant == "default" else f", setting {variant}"
+        how = "mean ± 95 % CI half-width" if with_ci else f"mean (no CI: fewer than {MIN_CASES} cases)"
+        title = f"{escape(summary['scenario'] + where)}: {how}; * best of its kind"
+        tables += kpi_tables(title, labels, columns, total)
+    return tables
+
+
+def compare_label(key: tuple[str, str, str], name_run: bool) -> str:
+    """Policy, then (dimmed) its run where several runs share the table, and its setting."""
+    run, variant, policy = key
+    where = [run] if name_run else []
+    if variant != "default":
+        where.append(f"setting {variant}")
+    return escape(policy) + (f"\n[dim]{escape(', '.join(where))}[/]" if where else "")
+
+
+def compare_tables(frame: Any, total: int) -> list[Table]:
+    """``fieldrl compare``: one table per domain with that domain's KPIs (runs of several domains)."""
+    tables = []
+    for domain, rows in frame.groupby("domain", sort=False):
+        records = rows.to_dict("records")
+        kpis = list({r["kpi"]: {**r, "name": r["kpi"]} for r in records}.values())
+        stats = {(r["run"], r["variant"], r["policy"], r["kpi"]): r for r in records}
+        keys = list(dict.fromkeys((r["run"], r["variant"], r["policy"]) for r in records))
+        with_ci = all(r["n_cases"] >= MIN_CASES for r in records)
+        columns = []
+        for k in kpis:
+            cells = []
+            for key in keys:
+                r = stats.get((*key, k["name"]))
+                mean = None if r is None else {"value": r["mean"], "low": r["low"], "high": r["high"]}
+                cells.append("-" if mean is None else stat_cell({"mean": mean}, with_ci))
+            columns.append(KpiColumn(kpi_header(k), cells))
+        labels = [compare_label(key, len({k[0] for k in keys}) > 1) for key in keys]
+        how = "mean ± 95 % CI half-width" if with_ci else "mean"
+        title = f"{domain}: {how} over held-out cases"
+        tables += kpi_tables(title, labels, columns, total)
+    return tables
