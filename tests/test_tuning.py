@@ -141,6 +141,6 @@ def test_a_study_killed_with_sigkill_resumes_and_finishes_its_trials(scenario_da
     killed = frame[frame["interrupted"]]
     assert len(killed) <= 1
     for _, row in killed.iterrows():  # the interrupted configuration was tried again
-        assert (finished["hyperparameters"] == row["hyperparameters"]).any()
+        assert (finished["params"] == row["params"]).any()
     settings = json.loads((out / tuning.SETTINGS_FILE).read_text())
     assert settings["trials"] == 4

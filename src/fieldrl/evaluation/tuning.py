@@ -492,6 +492,7 @@ def trials_frame(folder: str | Path) -> Any:
                     "state": t.state.name,
                     "value": t.value,
                     "n_envs": t.user_attrs.get("n_envs"),
+                    "params": json.dumps(t.params, sort_keys=True),
                     "hyperparameters": json.dumps(t.user_attrs.get("hyperparameters")),
                     "interrupted": bool(t.user_attrs.get("interrupted", False)),
                 }
