@@ -1,7 +1,7 @@
 """Same scenario + same seeds -> identical results.parquet, for every domain.
 
 Each domain's quick scenario runs twice at its quick budget (training included), cut to its
-first variant, its first learned policy (one training seed, at most 2048 steps) and two held-out
+first variant, its first learned policy (one training seed, its quick steps) and two held-out
 seeds. Metrics that are computation times measured on this machine
 (``Domain.wall_clock_metrics``) are the only values allowed to differ; everything else must match
 bit for bit. Controllers that stop planning at a wall-clock limit (the taxiway CBS baseline, an
@@ -35,7 +35,7 @@ def _small_copy(name: str, tmp_path: Path) -> Path:
     quick = data.setdefault("budgets", {}).setdefault("quick", {})
     quick["eval_seeds"] = min(2, quick.get("eval_seeds") or 2)
     quick["train_seeds"] = 1
-    quick["train_steps"] = min(2048, quick.get("train_steps") or 2048)
+    # the quick budget's own train_steps: about one rollout, the least a learner can honestly train
     data["policies"]["learned"] = data["policies"].get("learned", [])[:1]
     data.get("report", {}).pop("comparisons", None)  # they may name the learned policies cut here
     data["policies"]["heuristics"] = [

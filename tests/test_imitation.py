@@ -124,13 +124,12 @@ def test_bad_imitation_settings_are_named(tmp_path, path, value, expected):
         assert text in str(info.value)
 
 
-def test_single_agent_domain_refuses_imitation(tmp_path, scenario_data):
+def test_a_single_agent_domain_accepts_a_warm_start(tmp_path, scenario_data):
+    """Warm starts were multi-agent only; any domain may now clone one of its heuristics."""
     scenario_data["policies"]["learned"][0]["imitate"] = {"heuristic": "no treatment"}
     f = tmp_path / "s.yaml"
     f.write_text(json.dumps(scenario_data))
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(f)
-    assert "multi-agent" in str(info.value)
+    assert load_scenario(f).policies.learned[0].imitate.heuristic == "no treatment"
 
 
 def test_warm_started_run_records_the_cloning(tmp_path):

@@ -149,7 +149,9 @@ def test_report_refuses_results_edited_after_the_run(run_copy):
     path = run_copy / "results.parquet"
     frame = pd.read_parquet(path)
     frame.loc[frame["metric"] == "return", "value"] += 1000.0
-    frame.to_parquet(path, index=False)
+    # bytes, not a path: once libsumo is loaded in a process, pyarrow cannot open a file system
+    # ("scheme 'file' already registered"); fieldrl itself writes parquet through buffers
+    path.write_bytes(frame.to_parquet(index=False))
     _one_line_exit_2(["report", str(run_copy)], "results.parquet", "SHA-256 differs from the manifest")
 
 

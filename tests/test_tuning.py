@@ -141,6 +141,8 @@ def test_a_study_killed_with_sigkill_resumes_and_finishes_its_trials(scenario_da
     killed = frame[frame["interrupted"]]
     assert len(killed) <= 1
     for _, row in killed.iterrows():  # the interrupted configuration was tried again
-        assert (finished["params"] == row["params"]).any()
+        # (a kill during the ask itself leaves some parameters unsampled; those are sampled anew)
+        partial = json.loads(row["params"]).items()
+        assert any(partial <= json.loads(done).items() for done in finished["params"])
     settings = json.loads((out / tuning.SETTINGS_FILE).read_text())
     assert settings["trials"] == 4
