@@ -52,8 +52,8 @@ if _QUIET_START:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-@functools.cache
 def _console(stderr: bool = False) -> Console:
+    """A console for this call: rich fixes a console's width (COLUMNS) when it is made."""
     from rich.console import Console
 
     return Console(stderr=stderr)
