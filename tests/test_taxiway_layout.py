@@ -186,3 +186,33 @@ def test_a_missing_layout_file_is_refused_with_its_name():
 
     with pytest.raises(ValidationError, match="no such file"):
         TaxiwayParams(layout_file="/nowhere/airport.yaml")
+
+
+@pytest.mark.parametrize("kind", ["yaml", "geojson"])
+def test_a_scenario_names_its_own_airport_file_relative_to_itself(tmp_path, monkeypatch, kind):
+    import json
+
+    from fieldrl import api
+
+    study = tmp_path / "study"
+    study.mkdir()
+    if kind == "yaml":
+        (study / "airport.yaml").write_text(yaml.safe_dump(TINY))
+    else:
+        (study / "airport.geojson").write_text(json.dumps(hand_made_geojson()))
+    scenario = {
+        "name": "my-airport",
+        "domain": "taxiway",
+        "params": {"layout_file": f"airport.{kind}", "movements_per_hour": 30.0, "horizon_min": 10.0},
+        "policies": {"heuristics": [{"use": "fcfs"}]},
+        "seeds": {"train": [0], "eval": [100]},
+    }
+    (study / "scenario.yaml").write_text(yaml.safe_dump(scenario))
+    monkeypatch.chdir(tmp_path)  # the path is relative to the scenario file, not to where fieldrl runs
+
+    result = api.run(study / "scenario.yaml", out=tmp_path / "run", show_progress=False)
+    snapshot = yaml.safe_load((result.run_dir / "scenario.yaml").read_text())
+    assert snapshot["params"]["layout_file"] == str(study / f"airport.{kind}")  # found from anywhere
+    assert set(result.results["policy"]) == {"fcfs"}
+    monkeypatch.chdir(study.parent.parent)
+    assert api.report(result.run_dir).is_file()  # re-reported later, from elsewhere

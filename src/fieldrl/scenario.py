@@ -452,6 +452,29 @@ def _resolve_tuned(scenario: Scenario, source: str, base: Any) -> Scenario:
     return _validate(Scenario, data, source)
 
 
+def _resolve_files(scenario: Scenario, source: str, base: Any) -> Scenario:
+    """The domain's file params (``Domain.file_params``) made absolute against ``base``.
+
+    ``base`` is the scenario file's folder (the working folder when there is none), so a run
+    folder's snapshot of the result names the same files wherever it is read from.
+    """
+    from fieldrl.domains import domain_names, get_domain
+
+    if scenario.domain not in domain_names():
+        return scenario  # refused, by name, with the domain parts
+    domain = get_domain(scenario.domain)
+    if not domain.file_params:
+        return scenario
+    folder = Path(str(base)) if base is not None else Path.cwd()
+    data = scenario.model_dump()
+    params = domain.resolve_files(data["params"], folder)
+    variants = {name: domain.resolve_files(v, folder) for name, v in data["variants"].items()}
+    if params == data["params"] and variants == data["variants"]:
+        return scenario
+    data["params"], data["variants"] = params, variants
+    return _validate(Scenario, data, source)
+
+
 def parse_scenario(text: str, source: str = "<scenario>", base: Any = None) -> Scenario:
     """Validate a scenario's YAML text; ``base`` is the folder its relative paths start from."""
     data = load_yaml(text, source)  # size, nesting and alias limits; syntax errors with their line
@@ -459,6 +482,7 @@ def parse_scenario(text: str, source: str = "<scenario>", base: Any = None) -> S
         raise ScenarioError(source, "", MISSING, "a scenario must be a YAML mapping (key: value)")
     check_finite(data, source)
     scenario = _resolve_tuned(_validate(Scenario, data, source), source, base)
+    scenario = _resolve_files(scenario, source, base)
     _check_sizes(scenario, source)
     _validate_domain_parts(scenario, source)
     return scenario
@@ -654,6 +678,14 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
             )
         _validate(domain.heuristics[entry.use].settings_model, entry.settings, source, f"{where}.settings")
     check_heuristics(scenario, source)  # heuristic x params combinations the domain refuses
+    for name in scenario.variant_names:
+        try:
+            domain.held_out_params(
+                domain.params_model.model_validate(scenario.variant_params(name)), scenario.seeds.eval
+            )
+        except ValueError as exc:
+            where = "params" if name not in scenario.variants else f"variants.{name}"
+            raise ScenarioError(source, where, MISSING, str(exc)) from None
     first_params = domain.params_model.model_validate(scenario.variant_params(scenario.variant_names[0]))
     for i, entry in enumerate(scenario.policies.learned):
         where = f"policies.learned[{i}]"

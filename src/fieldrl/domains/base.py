@@ -7,9 +7,11 @@ new domain never changes the runner.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Protocol
 
 import gymnasium as gym
@@ -137,6 +139,30 @@ class Domain:
     heuristics: dict[str, HeuristicSpec]
     headline_kpis: Sequence[str] = ()
     glossary: dict[str, str] = {}
+    #: params fields that name a user's file; a relative path is relative to the scenario file
+    file_params: Sequence[str] = ()
+
+    def resolve_files(self, params: dict[str, Any], folder: Path) -> dict[str, Any]:
+        """Raw params (or a variant's overrides) with every :attr:`file_params` path made absolute.
+
+        The scenario loader calls this with the scenario file's folder (the working folder for a
+        scenario given as text), so the run folder's snapshot finds the file from anywhere.
+        """
+        resolved = dict(params)
+        for key in self.file_params:
+            value = resolved.get(key)
+            if isinstance(value, str) and value and not Path(value).is_absolute():
+                resolved[key] = os.path.normpath(Path(folder).absolute() / value)
+        return resolved
+
+    def held_out_params(self, params: BaseModel, eval_seeds: Sequence[int]) -> BaseModel:
+        """``params`` as the held-out evaluation on ``eval_seeds`` (scenario order) uses them.
+
+        Default: unchanged. A domain whose held-out cases come from the user (chemo's patient
+        cohort) binds them to the seeds here, and raises ``ValueError`` if it cannot; the scenario
+        loader calls this at validation, so the problem is found before anything runs.
+        """
+        return params
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> gym.Env:
         """A single Gymnasium environment (reset it with ``seed`` for reproducibility)."""

@@ -511,7 +511,7 @@ def run_eval_job(
     failed: list[tuple[int, str]] = []
     kpis, trace = run_episodes(
         domain,
-        params,
+        domain.held_out_params(params, scenario.seeds.eval),  # e.g. chemo's cohort: patient i for seed i
         policy,
         [p[2] for p in plan],
         on_episodes_done=lambda done: events.put(("update", job.key, done)),

@@ -188,7 +188,11 @@ class ChemoBatch:
 
     # ------------------------------------------------------------------ reset
     def reset_patients(
-        self, idx: Sequence[int] | np.ndarray, rngs: Sequence[np.random.Generator]
+        self,
+        idx: Sequence[int] | np.ndarray,
+        rngs: Sequence[np.random.Generator],
+        params: np.ndarray | None = None,
+        centres: np.ndarray | None = None,
     ) -> np.ndarray:
         """Draw new patients at positions ``idx``, each from its own generator.
 
@@ -196,23 +200,34 @@ class ChemoBatch:
         3 initial-state multipliers, process-noise table ``(max_t, 4)``, observation-noise
         table ``(max_t + 1, 3)``, missing-observation uniforms ``(max_t + 1,)``.
 
+        Given ``params``, a patient's parameters are those (the PK/PD multipliers are still
+        drawn, and ignored, so every noise table after them is the one the seed gives without
+        ``params``); given ``centres``, the initial-state spread is around those ``[N, T, I]``
+        instead of the nominal ones.
+
         :param idx: patient positions to reset.
         :param rngs: one generator per position in ``idx``.
+        :param params: optional ``(len(idx), 16)`` parameters in :data:`PARAM_NAMES` order.
+        :param centres: optional ``(len(idx), 3)`` initial ``[N, T, I]`` before the spread.
         :return: initial observations of those patients, ``(len(idx), 3)`` float32.
         """
         idx = np.asarray(idx, dtype=np.int64).reshape(-1)
         if len(idx) != len(rngs):
             raise ValueError("need one generator per reset patient")
+        for given, width in ((params, len(_NOMINAL)), (centres, 3)):
+            if given is not None and np.shape(given) != (len(idx), width):
+                raise ValueError(f"need ({len(idx)}, {width}) patient values, got {np.shape(given)}")
         w = self.noise.pkpd_noise / 2.0
         v = self.noise.state_noise / 2.0
-        for j, rng in zip(idx, rngs, strict=True):
+        for k, (j, rng) in enumerate(zip(idx, rngs, strict=True)):
             pk = rng.uniform(-1.0, 1.0, size=len(_NOMINAL))
             x0 = rng.uniform(-1.0, 1.0, size=3)
             self._eps[j] = rng.standard_normal((self.max_t, 4))
             self._obs_u[j] = rng.random((self.max_t + 1, 3))
             self._miss_u[j] = rng.random(self.max_t + 1)
-            self.params[j] = _NOMINAL * (1.0 + w * pk)
-            self.init_state[j, :3] = NOMINAL_STATE[:3] * (1.0 + v * x0)
+            self.params[j] = _NOMINAL * (1.0 + w * pk) if params is None else params[k]
+            centre = NOMINAL_STATE[:3] if centres is None else centres[k]
+            self.init_state[j, :3] = centre * (1.0 + v * x0)
             self.init_state[j, 3] = 0.0
         self._pcols = np.ascontiguousarray(self.params.T)
         self.state[idx] = self.init_state[idx]

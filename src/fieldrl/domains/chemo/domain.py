@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,7 @@ from pydantic import BaseModel
 
 from fieldrl.domains.base import Domain, EpisodeRecord
 from fieldrl.domains.chemo import metrics
+from fieldrl.domains.chemo.cohort import load_cohort
 from fieldrl.domains.chemo.env import ChemoEnv, ChemoEvalEnvs, ChemoVecEnv
 from fieldrl.domains.chemo.heuristics import HEURISTICS
 from fieldrl.domains.chemo.params import ChemoParams
@@ -31,6 +34,32 @@ class ChemoDomain(Domain):
         "favour giving little drug: read it beside survival and tumour burden.",
     }
     info_keys = ("state", "dose")
+    file_params = ("cohort_file",)
+
+    def resolve_files(self, params: dict[str, Any], folder: Path) -> dict[str, Any]:
+        """As the base, and the cohort file's digest recorded beside its path (if readable)."""
+        resolved = super().resolve_files(params, folder)
+        path = resolved.get("cohort_file")
+        if isinstance(path, str) and path and resolved.get("cohort_sha256") is None:
+            with contextlib.suppress(ValueError):  # the params validator names the problem
+                resolved["cohort_sha256"] = load_cohort(path).sha256
+        return resolved
+
+    def held_out_params(self, params: BaseModel, eval_seeds: Sequence[int]) -> ChemoParams:
+        """With a cohort, bind row ``i`` to the ``i``-th held-out seed (one row per seed needed)."""
+        p = self.checked_params(params)
+        if p.cohort_file is None:
+            return p
+        size, n = load_cohort(p.cohort_file).size, len(eval_seeds)
+        if size < n:
+            raise ValueError(
+                f"cohort_file {Path(p.cohort_file).name} has {size:,} patients but the scenario has "
+                f"{n:,} held-out seeds; give at least one row per held-out seed (row i is the patient "
+                "of the i-th seed), or fewer seeds"
+            )
+        bound = p.model_copy()
+        bound._held_out_seeds = tuple(int(s) for s in eval_seeds)
+        return bound
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> ChemoEnv:
         p = self.checked_params(params)
@@ -54,7 +83,13 @@ class ChemoDomain(Domain):
         self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
     ) -> ChemoEvalEnvs:
         p = self.checked_params(params)
-        return ChemoEvalEnvs(seeds, p.noise(), p.max_t)
+        patients = None
+        if p.cohort_file is not None and p._held_out_seeds is not None:
+            row = {seed: i for i, seed in enumerate(p._held_out_seeds)}
+            rows = [row[int(c)] for c in (seeds if cases is None else cases)]
+            cohort = load_cohort(p.cohort_file)
+            patients = (cohort.params[rows], cohort.centres[rows])
+        return ChemoEvalEnvs(seeds, p.noise(), p.max_t, patients)
 
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return metrics.episode_kpis(record)

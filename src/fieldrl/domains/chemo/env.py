@@ -192,23 +192,37 @@ class ChemoEvalEnvs:
     Patient ``i`` is drawn from ``np.random.default_rng(seeds[i])``: the same patient as
     ``ChemoEnv().reset(seed=seeds[i])``. Finished patients stop changing.
 
+    With ``patients``, episode ``i`` treats the given patient instead: its parameters replace
+    the PK/PD draw (``pkpd_noise`` has no effect) and its ``[N, T, I]`` is the centre of the
+    initial-state spread; everything else the seed draws (initial-state spread, process,
+    observation and missing-observation noise) is unchanged.
+
     :param seeds: one seed per episode.
     :param noise: noise levels.
     :param max_t: steps per episode.
+    :param patients: optional ``(params (n, 16), initial [N, T, I] (n, 3))``, one row per episode.
     """
 
-    def __init__(self, seeds: Iterable[int], noise: ChemoNoise | None = None, max_t: int = 600):
+    def __init__(
+        self,
+        seeds: Iterable[int],
+        noise: ChemoNoise | None = None,
+        max_t: int = 600,
+        patients: tuple[np.ndarray, np.ndarray] | None = None,
+    ):
         self.seeds = [int(s) for s in seeds]
         self.n = len(self.seeds)
         self.noise = noise if noise is not None else ChemoNoise()
         self.max_t = int(max_t)
+        self.patients = patients
         self._batch = ChemoBatch(self.n, self.noise, self.max_t)
         self._done = np.zeros(self.n, dtype=bool)
         self.initial_info: dict[str, np.ndarray] = {}
 
     def reset(self) -> np.ndarray:
         rngs = [np.random.default_rng(s) for s in self.seeds]
-        obs = self._batch.reset_patients(np.arange(self.n), rngs)
+        given = self.patients or (None, None)
+        obs = self._batch.reset_patients(np.arange(self.n), rngs, *given)
         self._done[:] = False
         self.initial_info = {"state": self._batch.state.copy()}
         return obs

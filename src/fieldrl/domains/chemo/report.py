@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -48,6 +49,21 @@ def trajectory_figure(traces: Any, variant: str, policies: list[str]) -> bytes |
     return png_bytes(fig)
 
 
+def cohort_lines(scenario: Any) -> list[str]:
+    """One sentence per setting whose held-out patients come from a cohort file."""
+    lines = []
+    for variant in scenario.variant_names:
+        params = scenario.variant_params(variant)
+        path = params.get("cohort_file")
+        if path:
+            where = "" if variant == "default" else f"Setting {variant}: "
+            digest = str(params.get("cohort_sha256") or "")[:12]
+            lines.append(
+                f"{where}file {Path(path).name}" + (f" (SHA-256 {digest}...)" if digest else "") + "."
+            )
+    return lines
+
+
 def report_section(ctx: Any) -> list[Any]:
     styles = ctx.styles
     story: list[Any] = [Paragraph("Treatment courses of one held-out patient", styles["Heading2"])]
@@ -59,6 +75,19 @@ def report_section(ctx: Any) -> list[Any]:
             "that stops early is a death from toxicity (normal cells below 70 % of their starting level)."
         )
     )
+    cohorts = cohort_lines(ctx.scenario)
+    if cohorts:
+        story.append(Paragraph("Held-out patients from your cohort file", styles["Heading3"]))
+        story.append(
+            ctx.para(
+                "The held-out patients are read from a file, one row per patient: the i-th held-out seed "
+                "treats the patient of row i (rows beyond the number of held-out seeds are not used). The "
+                "seed still draws that patient's observation, process and missing-observation noise from "
+                "the noise setting. Training and validation (model selection) patients are still drawn at "
+                "random from the noise setting's patient spread, so these results measure how policies "
+                "trained on simulated patients treat yours. " + " ".join(cohorts)
+            )
+        )
     for variant in ctx.scenario.variant_names:
         best = ctx.summary["variants"][variant].get("best_heuristic")
         shown = ([best] if best else []) + [e.label for e in ctx.scenario.policies.learned]

@@ -108,6 +108,7 @@ class TaxiwayDomain(Domain):
     }
     heuristics = HEURISTICS
     info_keys = metrics.SCALAR_KEYS
+    file_params = ("layout_file",)
     extra_wall_clock_metrics = ("plan_ms",)
     eval_batch_size = 64
 
