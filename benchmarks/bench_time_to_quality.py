@@ -12,6 +12,9 @@ run trains it (tuned hyperparameters included where the scenario references them
 capped at ``STEP_CAP`` steps (``--quick``: ``QUICK_CAP``) so the whole suite stays within an hour
 or so; the cap is recorded. CPU seconds are the training process's own CPU time, validation
 excluded, with one torch thread (time-to-quality on one core).
+
+``TARGETS`` adds fixed levels an issue set (chemo/full s1: SAC and TD3 to return 250), with a finer
+validation grid; they run in the full benchmark or with ``--only chemo/full``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ SCENARIOS = (
 STEP_CAP = 120_000
 QUICK_CAP = 4_096
 EVALUATIONS = 20
+#: fixed levels named by an issue: (scenario, learned entry, level on the primary KPI, steps)
+TARGETS = {"chemo/full": [("SAC", 250.0, 12_000), ("TD3", 250.0, 12_000)]}
+TARGET_EVALUATIONS = 24
 
 
 def _reached(curve: list[tuple], level: float, higher: bool) -> tuple[int, float] | None:
@@ -50,11 +56,72 @@ def _reached(curve: list[tuple], level: float, higher: bool) -> tuple[int, float
     return None
 
 
+def training_curve(scenario: Any, domain: Any, params: Any, entry: Any, steps: int, evaluations: int) -> list:
+    """Train ``entry`` once for ``steps`` as a run would, validating ``evaluations`` times; its curve
+    as (timesteps, updates, CPU seconds, wall seconds, validation value) rows."""
+    from fieldrl.evaluation import runner
+    from fieldrl.policies.learned import VALIDATION_FILE, train_model
+
+    trained = entry.model_copy(update={"train_steps": steps, "validate_every": max(1, steps // evaluations)})
+    validation = runner.validation_for(scenario, domain, params, trained)
+    assert validation is not None
+    seed = scenario.seeds.train[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        artifacts = train_model(
+            runner.training_vec_env(scenario, domain, params, trained),
+            trained,
+            seed,
+            Path(tmp),
+            validation=validation,
+            demonstrations=runner.demonstrations_for(scenario, domain, params, trained, seed),
+            prepare=runner.preparation_for(trained),
+        )
+    rows = pd.read_csv(io.BytesIO(artifacts[VALIDATION_FILE]))
+    return [
+        (int(r.timesteps), int(r.updates), r.cpu_seconds, r.wall_seconds, r.value) for r in rows.itertuples()
+    ]
+
+
+def measure_targets(name: str, targets: list[tuple[str, float, int]]) -> list[dict[str, Any]]:
+    """CPU seconds for named learned entries to reach a fixed level (an issue's target) on the
+    scenario's first setting, with a validation every ``steps / TARGET_EVALUATIONS`` steps."""
+    from fieldrl.domains import get_domain
+    from fieldrl.evaluation import runner
+    from fieldrl.scenario import load_scenario
+
+    scenario = load_scenario(name)
+    domain = get_domain(scenario.domain)
+    variant = scenario.variant_names[0]
+    params = domain.params_model.model_validate(scenario.variant_params(variant))
+    higher = runner.primary_kpi(scenario, domain).higher_is_better
+    out = []
+    for label, level, steps in targets:
+        entry = runner._entry(scenario, label)
+        curve = training_curve(scenario, domain, params, entry, steps, TARGET_EVALUATIONS)
+        hit = _reached(curve, level, higher)
+        shown = f"{hit[1]:.1f} CPU-s, {hit[0]:,} steps" if hit else "not reached"
+        print(f"{name} [{variant}] {label} to {level:g}: {shown}", flush=True)
+        out.append(
+            {
+                "scenario": name,
+                "variant": variant,
+                "policy": label,
+                "level": level,
+                "train_steps": steps,
+                "tuned": entry.tuning is not None,
+                "reached": hit is not None,
+                "steps_to_level": hit[0] if hit else None,
+                "cpu_seconds_to_level": hit[1] if hit else None,
+                "curve": [list(r) for r in curve],
+            }
+        )
+    return out
+
+
 def measure(name: str, cap: int) -> dict[str, Any]:
     from fieldrl.domains import get_domain
     from fieldrl.evaluation import runner
     from fieldrl.evaluation.summary import oracle_labels
-    from fieldrl.policies.learned import VALIDATION_FILE, train_model
     from fieldrl.scenario import load_scenario
 
     scenario = load_scenario(name)
@@ -77,28 +144,8 @@ def measure(name: str, cap: int) -> dict[str, Any]:
     entries = []
     for entry in scenario.policies.learned:
         steps = min(entry.train_steps, cap)
-        trained = entry.model_copy(
-            update={"train_steps": steps, "validate_every": max(1, steps // EVALUATIONS)}
-        )
-        validation = runner.validation_for(scenario, domain, params, trained)
-        assert validation is not None
-        seed = scenario.seeds.train[0]
         started = time.perf_counter()
-        with tempfile.TemporaryDirectory() as tmp:
-            artifacts = train_model(
-                runner.training_vec_env(scenario, domain, params, trained),
-                trained,
-                seed,
-                Path(tmp),
-                validation=validation,
-                demonstrations=runner.demonstrations_for(scenario, domain, params, trained, seed),
-                prepare=runner.preparation_for(trained),
-            )
-        rows = pd.read_csv(io.BytesIO(artifacts[VALIDATION_FILE]))
-        curve = [
-            (int(r.timesteps), int(r.updates), r.cpu_seconds, r.wall_seconds, r.value)
-            for r in rows.itertuples()
-        ]
+        curve = training_curve(scenario, domain, params, entry, steps, EVALUATIONS)
         values = [row[4] for row in curve if math.isfinite(row[4])]
         best_value = (max if kpi.higher_is_better else min)(values) if values else math.nan
         hit = _reached(curve, level, kpi.higher_is_better) if math.isfinite(level) else None
@@ -143,7 +190,14 @@ def main() -> dict[str, Any]:
     quick = quick_mode()
     cap = QUICK_CAP if quick else STEP_CAP
     only = [a for a in sys.argv[1:] if "/" in a]
-    results = [measure(name, cap) for name in (only or SCENARIOS)]
+    results = [measure(name, cap) for name in (only or SCENARIOS) if name not in TARGETS]
+    targets = (
+        []
+        if quick
+        else [
+            t for name in (only or TARGETS) if name in TARGETS for t in measure_targets(name, TARGETS[name])
+        ]
+    )
     headline = []
     for r in results:
         for e in r["entries"]:
@@ -154,6 +208,14 @@ def main() -> dict[str, Any]:
                 value, unit = e["gap_to_rule"], r["kpi"]
                 label = f"{r['scenario']} {e['policy']}: best minus {r['best_rule']} (not reached)"
             headline.append({"label": label, "value": value, "unit": unit})
+    for t in targets:
+        headline.append(
+            {
+                "label": f"{t['scenario']} [{t['variant']}] {t['policy']}: CPU-s to {t['level']:g}",
+                "value": t["cpu_seconds_to_level"],
+                "unit": "CPU-s",
+            }
+        )
     result = {
         "benchmark": "time to quality: training to the best heuristic's validation level",
         "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -161,6 +223,7 @@ def main() -> dict[str, Any]:
         "step_cap": cap,
         "evaluations_per_training": EVALUATIONS,
         "scenarios": results,
+        "targets": targets,
         "headline": headline,
         "curves": [
             {
