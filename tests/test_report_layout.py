@@ -163,3 +163,22 @@ def test_no_page_is_left_nearly_empty(tiny_report) -> None:
     for number, page in enumerate(reader.pages[:-1], start=1):
         text = " ".join((page.extract_text() or "").split())
         assert len(text) > 200 or len(page.images) > 0, (number, text)
+
+
+def test_the_treatment_figure_draws_one_course_per_learned_policy():
+    import pandas as pd
+
+    from fieldrl.domains.chemo.report import course
+
+    days = [0.0, 0.25, 0.5]
+    frame = pd.DataFrame(
+        {
+            "day": days * 2 + days,
+            "policy": ["PPO"] * 6 + ["tumour feedback"] * 3,
+            "train_seed": [0] * 3 + [1] * 3 + [-1] * 3,
+            "tumour": [1.0, 0.9, 0.8, 1.0, 0.5, 0.2, 1.0, 0.95, 0.9],
+        }
+    )
+    ppo = course(frame, "PPO")
+    assert list(ppo["day"]) == days and set(ppo["train_seed"]) == {0}
+    assert list(course(frame, "tumour feedback")["day"]) == days

@@ -410,9 +410,9 @@ def with_domain_facts(summary: dict[str, Any], scenario: Scenario, domain: Domai
 _BUDGET_NOTES = {
     "quick": "Demo run ('quick' budget: short training, few seeds and held-out cases): its numbers show the "
     "pipeline working, not what the learned policies can reach.",
-    "medium": "Note: this run used the scenario's 'medium' budget (a fraction of the full training "
-    "and fewer seeds; see the appendix); the learned policies' numbers are what that "
-    "budget reaches, not necessarily what the full study would.",
+    "medium": "Note: this run used the scenario's 'medium' budget (less than the full study: fewer "
+    "training steps, training seeds, settings or held-out cases; the appendix lists which); the learned "
+    "policies' numbers are what that budget reaches, not necessarily what the full study would.",
 }
 
 

@@ -16,6 +16,15 @@ from fieldrl.reports.figures import png_bytes  # noqa: E402
 DEATH_LINE = 70.0  # N < 0.7 N0 ends the episode
 
 
+def course(frame: Any, policy: str) -> Any:
+    """One treatment course of ``policy``: a learned policy's first training seed (traces hold one
+    course per training seed; drawn together they would join day 150 back to day 0)."""
+    rows = frame[frame["policy"] == policy]
+    if "train_seed" in rows and not rows.empty:
+        rows = rows[rows["train_seed"] == rows["train_seed"].min()]
+    return rows
+
+
 def trajectory_figure(traces: Any, variant: str, policies: list[str]) -> bytes | None:
     """Tumour, normal cells, immune cells, drug level and dose over the course, one line per policy."""
     frame = traces[(traces["variant"] == variant) & traces["policy"].isin(policies)]
@@ -31,7 +40,7 @@ def trajectory_figure(traces: Any, variant: str, policies: list[str]) -> bytes |
     fig, axes = plt.subplots(len(panels), 1, figsize=(7, 8.2), sharex=True)
     cmap = plt.get_cmap("tab10")
     for i, policy in enumerate(p for p in policies if p in set(frame["policy"])):
-        rows = frame[frame["policy"] == policy]
+        rows = course(frame, policy)
         style = {"color": cmap(i % 10), "linewidth": 1.1, "label": policy}
         for ax, (column, _) in zip(axes, panels, strict=True):
             ax.plot(
@@ -88,6 +97,7 @@ def report_section(ctx: Any) -> list[Any]:
                 "trained on simulated patients treat yours. " + " ".join(cohorts)
             )
         )
+    figures_shown = 0
     for variant in ctx.scenario.variant_names:
         best = ctx.summary["variants"][variant].get("best_heuristic")
         shown = ([best] if best else []) + [e.label for e in ctx.scenario.policies.learned]
@@ -95,6 +105,10 @@ def report_section(ctx: Any) -> list[Any]:
         if png is None:
             continue
         heading = [] if variant == "default" else [Paragraph(f"Setting {variant}", styles["Heading3"])]
+        if not figures_shown:  # the section's heading and text stay on the page of its first figure
+            intro, story = story, []
+            heading = [*intro, *heading]
+        figures_shown += 1
         story.append(KeepTogether([*heading, ctx.figure(f"treatment-{variant}", png)]))
     story.append(Paragraph("How to read these results", styles["Heading3"]))
     story.append(
