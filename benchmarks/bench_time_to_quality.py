@@ -56,6 +56,17 @@ def _reached(curve: list[tuple], level: float, higher: bool) -> tuple[int, float
     return None
 
 
+def first_setting(name: str) -> tuple[Any, Any, str, Any]:
+    """The scenario, its domain, its first setting and that setting's validated params."""
+    from fieldrl.domains import get_domain
+    from fieldrl.scenario import load_scenario
+
+    scenario = load_scenario(name)
+    domain = get_domain(scenario.domain)
+    variant = scenario.variant_names[0]
+    return scenario, domain, variant, domain.params_model.model_validate(scenario.variant_params(variant))
+
+
 def training_curve(scenario: Any, domain: Any, params: Any, entry: Any, steps: int, evaluations: int) -> list:
     """Train ``entry`` once for ``steps`` as a run would, validating ``evaluations`` times; its curve
     as (timesteps, updates, CPU seconds, wall seconds, validation value) rows."""
@@ -85,14 +96,9 @@ def training_curve(scenario: Any, domain: Any, params: Any, entry: Any, steps: i
 def measure_targets(name: str, targets: list[tuple[str, float, int]]) -> list[dict[str, Any]]:
     """CPU seconds for named learned entries to reach a fixed level (an issue's target) on the
     scenario's first setting, with a validation every ``steps / TARGET_EVALUATIONS`` steps."""
-    from fieldrl.domains import get_domain
     from fieldrl.evaluation import runner
-    from fieldrl.scenario import load_scenario
 
-    scenario = load_scenario(name)
-    domain = get_domain(scenario.domain)
-    variant = scenario.variant_names[0]
-    params = domain.params_model.model_validate(scenario.variant_params(variant))
+    scenario, domain, variant, params = first_setting(name)
     higher = runner.primary_kpi(scenario, domain).higher_is_better
     out = []
     for label, level, steps in targets:
@@ -119,15 +125,10 @@ def measure_targets(name: str, targets: list[tuple[str, float, int]]) -> list[di
 
 
 def measure(name: str, cap: int) -> dict[str, Any]:
-    from fieldrl.domains import get_domain
     from fieldrl.evaluation import runner
     from fieldrl.evaluation.summary import oracle_labels
-    from fieldrl.scenario import load_scenario
 
-    scenario = load_scenario(name)
-    domain = get_domain(scenario.domain)
-    variant = scenario.variant_names[0]
-    params = domain.params_model.model_validate(scenario.variant_params(variant))
+    scenario, domain, variant, params = first_setting(name)
     kpi = runner.primary_kpi(scenario, domain)
     heuristics = {
         h.label: runner.validation_score(
