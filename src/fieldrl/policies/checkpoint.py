@@ -14,8 +14,18 @@ A checkpoint is a folder holding, with nothing pickled:
   from scratch); they vouch for nothing, and nothing read here can run code.
 
 The model is rebuilt from the scenario entry (``rebuild``) before the saved tensors are copied
-in. Resumed training continues the same model, buffer and statistics; it is not bit-identical
-to an uninterrupted run (the environments restart their episodes at the checkpoint).
+in.
+
+**Resume is the same run.** A checkpoint is taken where SB3 starts collecting a rollout (the
+previous rollout trained, PPO's rollout buffer empty). Environment state in the middle of an
+episode cannot be saved for every simulator (SUMO, Flatland), so at each checkpoint the training
+environments start new episodes from a seed derived from the training seed and the step count
+(:func:`restart_seed`) -- in the uninterrupted run as in the resumed one. With the networks,
+optimisers, every RNG (torch, numpy, Python, the action space's), the replay buffer, the
+normalisation statistics and SB3's counters restored, a resumed training continues bit for bit
+as the uninterrupted one would have (tested: same ``results.parquet``). The episodes cut at a
+checkpoint are bootstrapped like time-limit truncations. (gSDE exploration is the exception:
+SB3 resamples its noise before a checkpoint can be taken; no shipped scenario uses it.)
 """
 
 from __future__ import annotations
@@ -45,7 +55,14 @@ BUFFER = "replay_buffer.npz"
 BEST = "best.safetensors"
 
 #: plain counters SB3 keeps on the algorithm object (restored when present)
-_SCALARS = ("num_timesteps", "_n_updates", "_episode_num", "_current_progress_remaining", "exploration_rate")
+_SCALARS = (
+    "num_timesteps",
+    "_n_updates",
+    "_n_calls",
+    "_episode_num",
+    "_current_progress_remaining",
+    "exploration_rate",
+)
 
 
 def _digest(data: bytes) -> str:
@@ -78,14 +95,35 @@ def _torch_state(model: Any) -> dict[str, Any]:
 
 
 def _buffer_arrays(buffer: Any) -> dict[str, np.ndarray]:
-    """Every array of an SB3 replay buffer (dict observations as ``name/key``) and its position."""
+    """Every array of an SB3 replay buffer (dict observations as ``name/key``) and its position.
+
+    Until the buffer is full only its filled rows are kept: a 1e6-transition buffer early in
+    training is mostly zeros, and it is written at every checkpoint.
+    """
     arrays: dict[str, np.ndarray] = {"pos": np.asarray(buffer.pos), "full": np.asarray(buffer.full)}
+    filled = None if buffer.full else int(buffer.pos)
+
+    def kept(value: np.ndarray) -> np.ndarray:
+        if filled is not None and value.ndim >= 1 and value.shape[0] == buffer.buffer_size:
+            return value[:filled]
+        return value
+
     for name, value in vars(buffer).items():
         if isinstance(value, np.ndarray):
-            arrays[name] = value
+            arrays[name] = kept(value)
         elif isinstance(value, dict) and value and all(isinstance(v, np.ndarray) for v in value.values()):
-            arrays.update({f"{name}/{k}": v for k, v in value.items()})
+            arrays.update({f"{name}/{k}": kept(v) for k, v in value.items()})
     return arrays
+
+
+def _restored(live: np.ndarray | None, saved: np.ndarray) -> np.ndarray:
+    """``saved`` as the buffer's array: a filled prefix is copied into the live (empty) array."""
+    if live is None or live.shape == saved.shape:
+        return saved
+    if saved.ndim != live.ndim or saved.shape[1:] != live.shape[1:] or saved.shape[0] > live.shape[0]:
+        raise ValueError(f"replay buffer array of shape {saved.shape} does not fit {live.shape}")
+    live[: saved.shape[0]] = saved
+    return live
 
 
 def _restore_buffer(buffer: Any, data: Any) -> None:
@@ -95,9 +133,16 @@ def _restore_buffer(buffer: Any, data: Any) -> None:
             setattr(buffer, key, value.item())
         elif "/" in key:
             name, sub = key.split("/", 1)
-            getattr(buffer, name)[sub] = value
+            part = getattr(buffer, name)
+            part[sub] = _restored(part.get(sub), value)
         else:
-            setattr(buffer, key, value)
+            setattr(buffer, key, _restored(getattr(buffer, key, None), value))
+
+
+def _space_rng(space: Any) -> dict[str, Any] | None:
+    """The action space's generator state (plain ints), which draws SB3's random warm-up actions."""
+    generator = getattr(space, "_np_random", None)
+    return None if generator is None else generator.bit_generator.state
 
 
 def save_checkpoint(
@@ -126,6 +171,7 @@ def save_checkpoint(
         "updates": int(updates),
         "numpy_rng": [np_state[0], np.asarray(np_state[1]).tolist(), *map(float, np_state[2:])],
         "random_rng": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
+        "action_space_rng": _space_rng(model.action_space),
         "curve": [list(r) for r in curve_rows],
     }
     if isinstance(venv, VecNormalize):
@@ -179,6 +225,8 @@ def restore(
     np.random.set_state((name, np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss), float(cached)))
     version, internal, gauss = state["random_rng"]
     random.setstate((version, tuple(internal), gauss))
+    if state.get("action_space_rng") is not None:  # random actions before learning_starts
+        model.action_space.np_random.bit_generator.state = state["action_space_rng"]
     if "normalization" in state and isinstance(venv, VecNormalize):
         _set_rms(venv.obs_rms, state["normalization"]["obs_rms"])
         _set_rms(venv.ret_rms, state["normalization"]["ret_rms"])
@@ -204,8 +252,46 @@ def remove_checkpoint(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def restart_seed(train_seed: int, timesteps: int) -> int:
+    """Seed of the episodes the training envs start at the checkpoint taken at ``timesteps``.
+
+    Derived from both numbers (so no two checkpoints or training seeds share one) and below
+    2**31, which every simulator accepts (SUMO takes a C int).
+    """
+    return int(np.random.SeedSequence([int(train_seed), int(timesteps)]).generate_state(1)[0] >> 1)
+
+
+def restart_episodes(model: Any, seed: int) -> None:
+    """Start new episodes in every training env from ``seed`` and point SB3's rollout state at them.
+
+    What SB3's ``_setup_learn`` does on a first ``learn``; the cut episodes are left as they
+    are (PPO bootstrapped their last value already; off-policy transitions stay not-done).
+    """
+    env = model.get_env()
+    env.seed(seed)
+    model._last_obs = env.reset()
+    model._last_episode_starts = np.ones((env.num_envs,), dtype=bool)
+    normalizer = model.get_vec_normalize_env()
+    if normalizer is not None:
+        model._last_original_obs = normalizer.get_original_obs()
+    if getattr(model, "action_noise", None) is not None:
+        model.action_noise.reset()
+    lstm_states = getattr(model, "_last_lstm_states", None)
+    if lstm_states is not None:  # RecurrentPPO: episode starts mask them anyway; zeroed to be plain
+        for part in (lstm_states.pi, lstm_states.vf):
+            for tensor in part:
+                tensor.zero_()
+    if hasattr(model, "episodes_restarted"):  # e.g. LSTM-TD3's history windows
+        model.episodes_restarted()
+
+
 class Checkpointer(BaseCallback):
-    """Saves a checkpoint every ``every`` env steps (a step counts all envs of the vector)."""
+    """Saves a checkpoint every ``every`` env steps, where a rollout starts, then restarts episodes.
+
+    :param train_seed: the training seed (the restarted episodes' seeds derive from it).
+    :param resumed: training continues from a checkpoint taken at ``start``: the first rollout
+        starts the same episodes the uninterrupted run started there.
+    """
 
     def __init__(
         self,
@@ -216,6 +302,8 @@ class Checkpointer(BaseCallback):
         start: int = 0,
         updates: Any = None,
         selector: Any = None,
+        train_seed: int = 0,
+        resumed: bool = False,
     ) -> None:
         super().__init__()
         self.folder = folder
@@ -224,18 +312,28 @@ class Checkpointer(BaseCallback):
         self.curve = curve
         self.updates = updates
         self.selector = selector
+        self.train_seed = train_seed
         self._last = start
+        self._restart_pending = resumed
+
+    def _on_rollout_start(self) -> None:
+        if self._restart_pending:
+            self._restart_pending = False
+            restart_episodes(self.model, restart_seed(self.train_seed, self.num_timesteps))
+            return
+        if self.num_timesteps - self._last < self.every:
+            return
+        self._last = self.num_timesteps
+        save_checkpoint(
+            self.folder,
+            self.model,
+            self.venv,
+            self.curve.rows,
+            self.num_timesteps,
+            updates=self.updates.total if self.updates is not None else 0,
+            selection=self.selector.snapshot() if self.selector is not None else None,
+        )
+        restart_episodes(self.model, restart_seed(self.train_seed, self.num_timesteps))
 
     def _on_step(self) -> bool:
-        if self.num_timesteps - self._last >= self.every:
-            self._last = self.num_timesteps
-            save_checkpoint(
-                self.folder,
-                self.model,
-                self.venv,
-                self.curve.rows,
-                self.num_timesteps,
-                updates=self.updates.total if self.updates is not None else 0,
-                selection=self.selector.snapshot() if self.selector is not None else None,
-            )
         return True

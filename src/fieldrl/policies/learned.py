@@ -186,8 +186,14 @@ def train_model(
                 start=done,
                 updates=updates,
                 selector=selector,
+                train_seed=seed,
+                resumed=restored is not None,
             )
         )
+    if restored is not None:
+        # Not None, so SB3's _setup_learn keeps its hands off the envs: the Checkpointer starts
+        # the episodes the uninterrupted run started at this checkpoint (same seed, same statistics).
+        model._last_obs = np.zeros(0)
     if tb_log is None:  # SB3's default logger would leave an empty SB3-<date> folder in /tmp
         model.set_logger(Logger(folder=None, output_formats=[]))
     model.learn(

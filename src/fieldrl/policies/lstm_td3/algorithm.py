@@ -247,11 +247,14 @@ class LSTMTD3(OffPolicyAlgorithm):
             total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar
         )
         if env_reset:
-            # the envs start fresh episodes; the cut-off ones must not leak into new histories
-            self._rollout_window = None
-            if self.replay_buffer is not None:
-                self.replay_buffer.start_new_episodes()
+            self.episodes_restarted()
         return result
+
+    def episodes_restarted(self) -> None:
+        """The envs start fresh episodes; the cut-off ones must not leak into new histories."""
+        self._rollout_window = None
+        if self.replay_buffer is not None:
+            self.replay_buffer.start_new_episodes()
 
     def learn(
         self: SelfLSTMTD3,
