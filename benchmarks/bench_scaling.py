@@ -1,4 +1,4 @@
-"""Scaling of a whole study: wall time of ``chemo/full`` (quick budget) at ``--jobs 1``, ``--jobs 2``
+"""Scaling of a whole study: wall time of ``chemo/full`` (demo budget) at ``--jobs 1``, ``--jobs 2``
 and on Ray (a local Ray instance with 2 CPUs), all in one run, plus what a cluster would do on paper;
 and scaling of a tuning study (``fieldrl tune``: trials of one learned entry shared by N workers),
 whose fan-out should be nearly linear.
@@ -42,10 +42,10 @@ def study(quick: bool) -> Path:
     for entry in raw["policies"]["learned"]:
         entry.pop("tuned", None)
     quick_budget = {"train_steps": 4096, "train_seeds": 2, "eval_seeds": 20, "validation_seeds": 5}
-    raw["budgets"] = {"quick": {**quick_budget, "validations": 3}}
+    raw["budgets"] = {"demo": {**quick_budget, "validations": 3}}
     folder = Path(tempfile.mkdtemp(prefix="fieldrl-scaling-"))
     (folder / "raw.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    data = load_scenario(folder / "raw.yaml").with_budget("quick").model_dump(mode="json", exclude_none=True)
+    data = load_scenario(folder / "raw.yaml").with_budget("demo").model_dump(mode="json", exclude_none=True)
     if quick:
         data["variants"] = {k: v for k, v in data["variants"].items() if k in ("s1", "s5")}
     path = folder / "study.yaml"
@@ -130,11 +130,11 @@ def main() -> dict:
     paper = {str(n): t1 * (serial + (1 - serial) / (n * CORES)) for n in CLUSTER}
     scenario_data = load_scenario(scenario)
     result = {
-        "benchmark": "wall time of the chemo/full study (quick budget) by backend",
+        "benchmark": "wall time of the chemo/full study (demo budget) by backend",
         "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
         "workload": {
-            "scenario": "chemo/full, quick budget" + (", presets s1+s5" if quick else ""),
+            "scenario": "chemo/full, demo budget" + (", presets s1+s5" if quick else ""),
             "variants": scenario_data.variant_names,
             "train_jobs": len(scenario_data.variant_names)
             * len(scenario_data.policies.learned)

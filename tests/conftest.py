@@ -30,7 +30,7 @@ TINY_SCENARIO: dict[str, Any] = {
         ],
     },
     "seeds": {"train": [0], "eval": {"start": 100, "count": 6}},
-    "budgets": {"quick": {"train_steps": 256, "eval_seeds": 3}},
+    "budgets": {"demo": {"train_steps": 256, "eval_seeds": 3}},
 }
 
 

@@ -1,4 +1,4 @@
-"""Budgets: quick caps, the medium budget's train-steps fraction, and the errors around them."""
+"""Budgets: demo caps, the medium budget's train-steps fraction, and the errors around them."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_builtin_medium_budgets_are_a_fraction_of_the_full_study():
 
 def test_quick_caps_the_imitation_warm_start_and_leaves_entries_without_one():
     full = load_scenario("rail/quick")
-    quick = full.with_budget("quick")
+    quick = full.with_budget("demo")
     assert [e.imitate.episodes if e.imitate else None for e in full.policies.learned] == [None, 20]
     assert [e.imitate.episodes if e.imitate else None for e in quick.policies.learned] == [None, 2]
     assert quick.policies.learned[1].imitate.epochs == full.policies.learned[1].imitate.epochs
@@ -63,13 +63,40 @@ def test_bad_medium_budget_is_named(scenario_data, write_scenario, budget, expec
 
 
 def test_medium_on_a_scenario_without_one_is_refused_and_writes_nothing(tmp_path, scenario_data):
-    scenario = parse_scenario(yaml.safe_dump(scenario_data), "tiny.yaml")  # defines quick only
+    scenario = parse_scenario(yaml.safe_dump(scenario_data), "tiny.yaml")  # defines demo only
     with pytest.raises(ScenarioError) as info:
         scenario.with_budget("medium")
-    assert "medium" in str(info.value) and "this scenario defines: full, quick" in str(info.value)
+    assert "medium" in str(info.value) and "this scenario defines: full, demo" in str(info.value)
     out = tmp_path / "run"
     result = CliRunner().invoke(app, ["run", "chemo/quick", "--budget", "medium", "--out", str(out)])
     assert result.exit_code == 2
     assert "--budget" in result.output and "'medium'" in result.output
-    assert "defines: full, quick" in result.output
+    assert "defines: full, demo" in result.output
     assert "Traceback" not in result.output and not out.exists()
+
+
+def test_budget_names_no_longer_collide_with_scenario_names(scenario_data, write_scenario, tmp_path, monkeypatch):
+    """`chemo/quick --budget quick` once made `chemo-quick-quick-…`; the budget is `demo` now, the
+    full budget adds nothing to the folder name, and the old name still works as an alias."""
+    import json
+
+    from fieldrl import api
+
+    scenario_data["policies"]["learned"] = []
+    path = write_scenario(scenario_data)
+    made = {}
+    for budget in ("demo", "quick", "full"):
+        (tmp_path / budget).mkdir()
+        monkeypatch.chdir(tmp_path / budget)
+        made[budget] = api.create_run(path, budget=budget).path.resolve()
+    assert made["demo"].name.startswith("tiny-demo-") and made["quick"].name.startswith("tiny-demo-")
+    assert made["full"].name.startswith("tiny-2")  # tiny-<date>-<time>
+    assert [json.loads((made[b] / "run.json").read_text())["budget"] for b in made] == ["demo", "demo", "full"]
+    # a scenario written with the old key keeps its caps; both keys at once is refused
+    scenario_data["budgets"] = {"quick": {"eval_seeds": 2}}
+    assert parse_scenario(yaml.safe_dump(scenario_data), "t.yaml").with_budget("demo").seeds.eval == [100, 101]
+    scenario_data["budgets"]["demo"] = {"eval_seeds": 2}
+    with pytest.raises(ScenarioError, match="not both"):
+        parse_scenario(yaml.safe_dump(scenario_data), "tiny.yaml")
+    result = CliRunner().invoke(app, ["validate", str(path), "--budget", "quick"])
+    assert result.exit_code == 0 and "budget demo" in " ".join(result.output.split())

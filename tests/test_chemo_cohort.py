@@ -158,7 +158,7 @@ def _scenario(scenario_data: dict, cohort: str, eval_count: int = 2) -> dict:
     data = copy.deepcopy(scenario_data)
     data["params"] = {"preset": "s2", "max_t": 40, "cohort_file": cohort}
     data["seeds"]["eval"] = {"start": 100, "count": eval_count}
-    data["budgets"] = {"quick": {"train_steps": 256, "eval_seeds": 2}}
+    data["budgets"] = {"demo": {"train_steps": 256, "eval_seeds": 2}}
     return data
 
 
@@ -203,12 +203,12 @@ def test_a_run_evaluates_on_the_cohort_and_refuses_a_changed_file_later(scenario
     data = _scenario(scenario_data, "patients.csv", eval_count=3)
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(data))
-    folder = api.create_run(path, tmp_path / "run", budget="quick")
+    folder = api.create_run(path, tmp_path / "run", budget="demo")
     snapshot = yaml.safe_load((folder.path / "scenario.yaml").read_text())
     assert snapshot["params"]["cohort_file"] == str(cohort)  # absolute: readable from anywhere
-    result = api.run(path, out=tmp_path / "run2", budget="quick", show_progress=False)
+    result = api.run(path, out=tmp_path / "run2", budget="demo", show_progress=False)
     results = result.results
-    assert sorted(set(results["eval_seed"])) == [100, 101]  # the quick budget's first two seeds
+    assert sorted(set(results["eval_seed"])) == [100, 101]  # the demo budget's first two seeds
 
     # the same scenario with the nominal patient everywhere gives other numbers for the same seeds
     nominal = _csv(tmp_path, "r1\n1.5\n1.5\n1.5\n", "nominal.csv")
@@ -216,7 +216,7 @@ def test_a_run_evaluates_on_the_cohort_and_refuses_a_changed_file_later(scenario
     data["policies"]["learned"] = []  # the heuristic is enough to compare patients
     other = tmp_path / "nominal.yaml"
     other.write_text(yaml.safe_dump(data))
-    baseline = api.run(other, out=tmp_path / "run3", budget="quick", show_progress=False).results
+    baseline = api.run(other, out=tmp_path / "run3", budget="demo", show_progress=False).results
 
     def burden(frame: pd.DataFrame) -> pd.Series:
         rows = frame[(frame["policy"] == "constant 0.5") & (frame["metric"] == "tumour_burden")]

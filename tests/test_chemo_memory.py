@@ -1,4 +1,4 @@
-"""The chemo/memory study runs end to end at its quick budget, with its recurrent-vs-feed-forward verdict."""
+"""The chemo/memory study runs end to end at its demo budget, with its recurrent-vs-feed-forward verdict."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fieldrl.cli import app
 def test_memory_study_quick_budget_reports_recurrent_vs_feed_forward(tmp_path):
     out = tmp_path / "memory"
     result = CliRunner().invoke(
-        app, ["run", "chemo/memory", "--budget", "quick", "--out", str(out), "--quiet"]
+        app, ["run", "chemo/memory", "--budget", "demo", "--out", str(out), "--quiet"]
     )
     assert result.exit_code == 0, result.output
     results = pd.read_parquet(out / "results.parquet")

@@ -113,7 +113,7 @@ def test_list_names_every_builtin_with_its_file_and_expected_times() -> None:
     text = " ".join(result.output.split())
     for name in builtin_scenarios():
         assert name in text
-    assert "quick ≈" in text and "full ≈" in text and "medium ≈" in text  # chemo/memory, rail/levels
+    assert "demo ≈" in text and "full ≈" in text and "medium ≈" in text  # chemo/memory, rail/levels
     assert f"{terminal.scenarios_root()}/DOMAIN/NAME.yaml" in "".join(result.output.split())
     assert "Dosing a chemotherapy drug" in text  # chemo/quick's description
     assert all(len(line) <= 80 for line in result.output.splitlines())
@@ -129,16 +129,16 @@ def test_list_domain_shows_its_heuristics_and_kpis_and_refuses_an_unknown_one() 
 
 def test_validate_budget_says_steps_episodes_and_time(scenario_data, write_scenario) -> None:
     path = write_scenario(scenario_data)
-    result = runner.invoke(app, ["validate", str(path), "--budget", "quick"])
+    result = runner.invoke(app, ["validate", str(path), "--budget", "demo"])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     # quick: 256 steps, 3 eval seeds; 3 policy runs (2 heuristics + PPO x 1 seed)
-    assert "budget quick" in text and "256 env steps in all" in text and "PPO: 256 steps" in text
+    assert "budget demo" in text and "256 env steps in all" in text and "PPO: 256 steps" in text
     assert "held-out test: 9 episodes" in text and "expected time: ≈" in text
     full = runner.invoke(app, ["validate", str(path)])
     assert "held-out test: 18 episodes" in " ".join(full.output.split())
     medium = runner.invoke(app, ["validate", str(path), "--budget", "medium"])
-    assert medium.exit_code == 2 and "this scenario defines: full, quick" in medium.output
+    assert medium.exit_code == 2 and "this scenario defines: full, demo" in medium.output
 
 
 def test_workload_counts_steps_runs_and_episodes(scenario_data, write_scenario) -> None:

@@ -1,6 +1,6 @@
 """Same scenario + same seeds -> identical results.parquet, for every domain.
 
-Each domain's quick scenario runs twice at its quick budget (training included), cut to its
+Each domain's quick scenario runs twice at its demo budget (training included), cut to its
 first variant, its first learned policy (one training seed, its quick steps) and two held-out
 seeds. Metrics that are computation times measured on this machine
 (``Domain.wall_clock_metrics``) are the only values allowed to differ; everything else must match
@@ -32,10 +32,10 @@ def _small_copy(name: str, tmp_path: Path) -> Path:
     if data.get("variants"):
         first = next(iter(data["variants"]))
         data["variants"] = {first: data["variants"][first]}
-    quick = data.setdefault("budgets", {}).setdefault("quick", {})
+    quick = data.setdefault("budgets", {}).setdefault("demo", {})
     quick["eval_seeds"] = min(2, quick.get("eval_seeds") or 2)
     quick["train_seeds"] = 1
-    # the quick budget's own train_steps: about one rollout, the least a learner can honestly train
+    # the demo budget's own train_steps: about one rollout, the least a learner can honestly train
     data["policies"]["learned"] = data["policies"].get("learned", [])[:1]
     data.get("report", {}).pop("comparisons", None)  # they may name the learned policies cut here
     data["policies"]["heuristics"] = [
@@ -56,8 +56,8 @@ def _deterministic_part(results: pd.DataFrame, domain: str) -> pd.DataFrame:
 @pytest.mark.parametrize("domain", domain_names())
 def test_same_scenario_same_results(domain: str, tmp_path: Path) -> None:
     scenario = _small_copy(_quick_scenario(domain), tmp_path)
-    first = api.train(scenario, out=tmp_path / "a", budget="quick", show_progress=False)
-    second = api.train(scenario, out=tmp_path / "b", budget="quick", show_progress=False)
+    first = api.train(scenario, out=tmp_path / "a", budget="demo", show_progress=False)
+    second = api.train(scenario, out=tmp_path / "b", budget="demo", show_progress=False)
     a = api.evaluate(first, show_progress=False)
     b = api.evaluate(second, show_progress=False)
     assert len(a) > 0 and a["policy"].nunique() >= 2

@@ -37,10 +37,10 @@ def test_off_policy_learner_that_would_never_update_is_refused(scenario_data, wr
 
 
 def test_a_budget_under_which_a_learner_cannot_learn_is_named(scenario_data, write_scenario, tmp_path):
-    # PPO's rollout is 64 x 4 envs = 256 steps; a quick budget of 100 steps would still train 256
-    scenario_data["budgets"]["quick"] = {"train_steps": 100}
-    flat = _refused(scenario_data, write_scenario, tmp_path, budget="quick")
-    assert "hyperparameters.n_steps = 64" in flat and "(budget quick)" in flat
+    # PPO's rollout is 64 x 4 envs = 256 steps; a demo budget of 100 steps would still train 256
+    scenario_data["budgets"]["demo"] = {"train_steps": 100}
+    flat = _refused(scenario_data, write_scenario, tmp_path, budget="demo")
+    assert "hyperparameters.n_steps = 64" in flat and "(budget demo)" in flat
     assert "256 steps" in flat and "n_steps <= 25" in flat
 
 

@@ -134,7 +134,7 @@ def test_uav_scenarios_train_the_marl_baseline_with_independent_learners():
         )
         params = DOMAIN.params_model.model_validate(scenario.variant_params(marl[0]))
         assert construction_problem(partial(DOMAIN.make_train_vec_env, params), entry) is None
-    assert "marl" in load_scenario("uav/quick").with_budget("quick").variant_names
+    assert "marl" in load_scenario("uav/quick").with_budget("demo").variant_names
 
 
 def test_continuous_actions_are_refused():

@@ -156,7 +156,7 @@ def test_cue_scenario_runs_end_to_end_on_the_quick_budget(tmp_path):
     from fieldrl.cli import app
 
     out = tmp_path / "cue"
-    result = CliRunner().invoke(app, ["run", "memory/cue", "--budget", "quick", "--out", str(out), "--quiet"])
+    result = CliRunner().invoke(app, ["run", "memory/cue", "--budget", "demo", "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
     results = pd.read_parquet(out / "results.parquet")
     assert set(results["policy"]) == {"constant +1", "random", "TD3", "LSTM-TD3", "RecurrentPPO"}

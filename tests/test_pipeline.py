@@ -42,7 +42,7 @@ def tiny_run(tiny_file, tmp_path_factory) -> Path:
 
 def test_builtin_quick_scenario_produces_readable_pdf(tmp_path):
     out = tmp_path / "quick"
-    result = runner.invoke(app, ["run", "chemo/quick", "--budget", "quick", "--out", str(out), "--quiet"])
+    result = runner.invoke(app, ["run", "chemo/quick", "--budget", "demo", "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
     text = pdf_text(out / "report.pdf")
     assert "Key findings" in text

@@ -42,7 +42,7 @@ def test_dispatchers_act_the_same_way_in_the_monolithic_env():
 
 def test_rail_quick_scenario_runs_end_to_end(tmp_path):
     out = tmp_path / "rail"
-    result = CliRunner().invoke(app, ["run", "rail/quick", "--budget", "quick", "--out", str(out), "--quiet"])
+    result = CliRunner().invoke(app, ["run", "rail/quick", "--budget", "demo", "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
     text = " ".join(" ".join((p.extract_text() or "").split()) for p in PdfReader(out / "report.pdf").pages)
     for words in (
@@ -62,5 +62,5 @@ def test_rail_quick_scenario_runs_end_to_end(tmp_path):
     # the warm start really cloned the priority dispatcher, in every variant
     cloned = sorted(out.glob("models/*/PPO-imitation/seed-0/imitation.json"))
     assert len(cloned) == 3
-    # on the quick budget's two demonstration episodes
+    # on the demo budget's two demonstration episodes
     assert all(json.loads(path.read_text())["episodes"] == 2 for path in cloned)

@@ -105,7 +105,7 @@ def test_an_optimiser_is_not_picked_as_best_heuristic_when_summarising() -> None
     from fieldrl.evaluation.summary import summarize
     from fieldrl.scenario import load_scenario
 
-    scenario = load_scenario("wealth/single-goal").with_budget("quick")
+    scenario = load_scenario("wealth/single-goal").with_budget("demo")
     domain = get_domain("wealth")
     rows = []
     labels = [e.label for e in scenario.policies.heuristics]

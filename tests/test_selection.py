@@ -30,9 +30,9 @@ def test_validation_seeds_must_be_apart_from_train_and_held_out(scenario_data, w
 
 def test_budget_caps_validation_seeds_and_demonstrations_skip_them(scenario_data, write_scenario):
     scenario_data["seeds"]["validation"] = {"start": 1, "count": 5}
-    scenario_data["budgets"]["quick"]["validation_seeds"] = 2
+    scenario_data["budgets"]["demo"]["validation_seeds"] = 2
     scenario = load_scenario(write_scenario(scenario_data))
-    assert scenario.with_budget("quick").seeds.validation == [1, 2]
+    assert scenario.with_budget("demo").seeds.validation == [1, 2]
     assert demonstration_seeds(scenario, 0, 4) == [0, 6, 7, 8]
 
 

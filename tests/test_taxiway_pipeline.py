@@ -1,4 +1,4 @@
-"""End to end: `fieldrl run taxiway/quick --budget quick` through the CLI, and the PDF a manager reads."""
+"""End to end: `fieldrl run taxiway/quick --budget demo` through the CLI, and the PDF a manager reads."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def pdf_text(path: Path) -> str:
 def test_quick_scenario_runs_and_reports(tmp_path):
     out = tmp_path / "quick"
     result = CliRunner().invoke(
-        app, ["run", "taxiway/quick", "--budget", "quick", "--out", str(out), "--quiet"]
+        app, ["run", "taxiway/quick", "--budget", "demo", "--out", str(out), "--quiet"]
     )
     assert result.exit_code == 0, result.output
     text = pdf_text(out / "report.pdf")

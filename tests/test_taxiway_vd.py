@@ -103,10 +103,10 @@ def test_a_scenario_names_vd_maskable_ppo_and_runs_it_end_to_end(tmp_path):
             "hyperparameters": {"n_steps": 32, "batch_size": 128, "n_epochs": 2},
         }
     ]
-    data["budgets"] = {"quick": {"train_steps": 512, "eval_seeds": 1}}
+    data["budgets"] = {"demo": {"train_steps": 512, "eval_seeds": 1}}
     path = tmp_path / "vd.yaml"
     path.write_text(yaml.safe_dump(data), "utf-8")
-    run = api.train(path, out=tmp_path / "run", budget="quick", show_progress=False)
+    run = api.train(path, out=tmp_path / "run", budget="demo", show_progress=False)
     results = api.evaluate(run, show_progress=False)
     assert set(results["policy"]) == {"shortest path", "VD-MaskablePPO"}
     vd = results[(results["policy"] == "VD-MaskablePPO") & (results["metric"] == "completed_pct")]

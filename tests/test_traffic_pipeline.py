@@ -16,7 +16,7 @@ def test_traffic_quick_runs_end_to_end_and_reports_both_modes(tmp_path, monkeypa
     monkeypatch.setenv("FIELDRL_TRAFFIC_DIR", str(tmp_path / "cache"))
     out = tmp_path / "run"
     result = CliRunner().invoke(
-        app, ["run", "traffic/quick", "--budget", "quick", "--out", str(out), "--quiet"]
+        app, ["run", "traffic/quick", "--budget", "demo", "--out", str(out), "--quiet"]
     )
     assert result.exit_code == 0, result.output
     text = " ".join(" ".join((p.extract_text() or "").split()) for p in PdfReader(out / "report.pdf").pages)

@@ -1,4 +1,4 @@
-"""End to end: `fieldrl run uav/quick --budget quick` through the CLI, and the PDF a stakeholder reads."""
+"""End to end: `fieldrl run uav/quick --budget demo` through the CLI, and the PDF a stakeholder reads."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fieldrl.cli import app
 
 def test_uav_quick_runs_end_to_end_and_reports_every_system(tmp_path):
     out = tmp_path / "uav"
-    result = CliRunner().invoke(app, ["run", "uav/quick", "--budget", "quick", "--out", str(out), "--quiet"])
+    result = CliRunner().invoke(app, ["run", "uav/quick", "--budget", "demo", "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
     text = " ".join(" ".join((p.extract_text() or "").split()) for p in PdfReader(out / "report.pdf").pages)
     for words in (

@@ -233,7 +233,7 @@ def test_quick_inflation_scenario_runs_end_to_end_to_a_pdf(tmp_path, capsys) -> 
     scenario = load_scenario("wealth/inflation")
     assert scenario.report.primary_kpi == "utility"
     assert not any(h.use == "dp" for h in scenario.policies.heuristics) and scenario.policies.learned
-    result = api.run("wealth/inflation", out=tmp_path / "run", budget="quick", show_progress=False)
+    result = api.run("wealth/inflation", out=tmp_path / "run", budget="demo", show_progress=False)
     results = result.results
     assert set(results["policy"]) == {
         "greedy balanced",

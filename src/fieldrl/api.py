@@ -29,7 +29,7 @@ from fieldrl.evaluation.summary import summarize
 from fieldrl.names import slug
 from fieldrl.policies import checkpoint
 from fieldrl.progress import JobProgress
-from fieldrl.scenario import BUDGET_NAMES, Scenario, load_scenario, parse_scenario
+from fieldrl.scenario import BUDGET_NAMES, Scenario, budget_name, load_scenario, parse_scenario
 
 T = TypeVar("T")
 SCENARIO_FILE = "scenario.yaml"
@@ -52,11 +52,17 @@ def validate(scenario: str | Path) -> Scenario:
 
 
 def create_run(scenario: str | Path, out: str | Path | None = None, budget: str = "full") -> RunFolder:
-    """Validate ``scenario`` and create its run folder (nothing is written if it is invalid)."""
+    """Validate ``scenario`` and create its run folder (nothing is written if it is invalid).
+
+    The folder is ``runs/<scenario>-<time>`` at the full budget, ``runs/<scenario>-<budget>-<time>``
+    under another.
+    """
+    budget = budget_name(budget)
     if budget not in BUDGET_NAMES:
         raise FieldrlError(f"--budget = {budget!r}: allowed: {', '.join(BUDGET_NAMES)}")
     resolved = load_scenario(scenario).with_budget(budget)
-    path = new_output_folder(out, "runs", f"{slug(resolved.name)}-{budget}")
+    stem = slug(resolved.name) if budget == "full" else f"{slug(resolved.name)}-{budget}"
+    path = new_output_folder(out, "runs", stem)
     folder = RunFolder(path)
     # the budget is applied already (run.json names it): its caps are not kept to be applied again
     snapshot = yaml.safe_dump(

@@ -88,15 +88,18 @@ def _main_options(
 
 
 class BudgetName(StrEnum):
-    quick = "quick"
+    demo = "demo"
     medium = "medium"
     full = "full"
+    quick = "quick"  # demo's old name, still understood
 
 
 ScenarioArg = Annotated[str, typer.Argument(help="built-in name (e.g. chemo/quick) or YAML path")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="run folder to create (must not exist)")]
 BudgetOpt = Annotated[
-    BudgetName, typer.Option("--budget", help="quick, medium (where the scenario has one) or full")
+    BudgetName, typer.Option(
+        "--budget", help="demo, medium (where the scenario has one) or full ('quick': demo's old name)"
+    )
 ]
 JobsOpt = Annotated[int, typer.Option("--jobs", min=1, max=256, help="parallel worker processes")]
 RunDirArg = Annotated[Path, typer.Argument(help="a run folder written by fieldrl")]
@@ -179,11 +182,12 @@ def validate(
     Prints the settings, policies, environment steps to train, held-out episodes and a rough time
     for the chosen budget. Builds each learned policy's environment once, so this takes seconds.
     """
-    from fieldrl.scenario import load_scenario
+    from fieldrl.scenario import budget_name, load_scenario
     from fieldrl.terminal import validation_text
 
-    checked = load_scenario(scenario).with_budget(budget.value)
-    say(validation_text(scenario, budget.value, checked), highlight=False)
+    name = budget_name(budget.value)
+    checked = load_scenario(scenario).with_budget(name)
+    say(validation_text(scenario, name, checked), highlight=False)
 
 
 @app.command()

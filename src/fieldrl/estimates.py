@@ -47,7 +47,7 @@ def _cost(entry: Any) -> tuple[bool, float]:
     return True, factor * updates / REFERENCE_UPDATES_PER_STEP
 
 
-#: measured on the quick budgets of the built-in scenarios (2 cores shared with other jobs, --jobs 1;
+#: measured on the demo budgets of the built-in scenarios (2 cores shared with other jobs, --jobs 1;
 #: training speed from each model's validation curve, the rest of the wall time spread over episodes)
 SPEEDS: dict[str, Speed] = {
     "chemo": Speed(on_policy=2700.0, off_policy=170.0, episode_s=0.05),

@@ -39,7 +39,15 @@ from fieldrl.limits import (
 )
 from fieldrl.names import check_name, slug_clash
 
-BUDGET_NAMES = ("quick", "medium", "full")
+BUDGET_NAMES = ("demo", "medium", "full")
+#: earlier names of budgets, still understood (on the command line and as a scenario's budgets key)
+BUDGET_ALIASES = {"quick": "demo"}
+
+
+def budget_name(budget: str) -> str:
+    """``budget`` under its current name (``quick`` was ``demo``'s name, and clashed with the
+    ``*/quick`` scenarios: ``chemo/quick --budget quick``)."""
+    return BUDGET_ALIASES.get(budget, budget)
 
 
 def _expand_seeds(value: Any) -> Any:
@@ -275,8 +283,20 @@ class Scenario(Strict):
     policies: Policies
     seeds: Seeds
     episodes_per_seed: int = Field(1, ge=1, le=10_000)
-    budgets: dict[Literal["quick", "medium", "full"], Budget] = Field(default_factory=dict)
+    budgets: dict[Literal["demo", "medium", "full"], Budget] = Field(default_factory=dict)
     report: ReportOptions = Field(default_factory=ReportOptions)
+
+    @field_validator("budgets", mode="before")
+    @classmethod
+    def _renamed_budgets(cls, budgets: Any) -> Any:
+        """A scenario written with a budget's old name (``quick:``) keeps working."""
+        if not isinstance(budgets, dict):
+            return budgets
+        renamed = {budget_name(k) if isinstance(k, str) else k: v for k, v in budgets.items()}
+        if len(renamed) < len(budgets):
+            old = [k for k in budgets if k in BUDGET_ALIASES]
+            raise ValueError(f"give either {old[0]!r} or {BUDGET_ALIASES[old[0]]!r} (its new name), not both")
+        return renamed
 
     @field_validator("variants")
     @classmethod
@@ -296,9 +316,11 @@ class Scenario(Strict):
     def with_budget(self, budget: str) -> Scenario:
         """The scenario as it runs under ``budget``.
 
-        ``full`` (or ``quick``) without an entry of that name is the scenario as written;
+        ``full`` (or ``demo``) without an entry of that name is the scenario as written;
         ``medium`` exists only where the scenario defines it (it is a study-specific choice).
+        ``quick``, ``demo``'s old name, is understood.
         """
+        budget = budget_name(budget)
         if budget not in BUDGET_NAMES:
             raise ScenarioError("--budget", "budget", budget, f"allowed: {', '.join(BUDGET_NAMES)}")
         b = self.budgets.get(budget)  # type: ignore[call-overload]

@@ -51,7 +51,7 @@ def scenarios_table() -> Table:
     """Every built-in scenario: its name, what it studies, and roughly how long each budget takes."""
     root = scenarios_root()
     table = Table(
-        title="Built-in scenarios: fieldrl run NAME [--budget quick]",
+        title="Built-in scenarios: fieldrl run NAME [--budget demo]",
         caption=f"Files: {root}/DOMAIN/NAME.yaml. Times: one process (--jobs 1) on 2 cores, rough.",
         caption_justify="left",
         show_lines=True,

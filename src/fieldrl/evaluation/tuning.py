@@ -34,7 +34,7 @@ from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
 from fieldrl.evaluation.store import atomic_write_bytes, new_output_folder
 from fieldrl.progress import JobProgress
-from fieldrl.scenario import LearnedEntry, Scenario, load_scenario, parse_scenario
+from fieldrl.scenario import LearnedEntry, Scenario, budget_name, load_scenario, parse_scenario
 
 DB_FILE = "study.db"
 SETTINGS_FILE = "tuning.json"
@@ -141,6 +141,7 @@ def tune(
     """Create a tuning folder and run ``trials`` trials for each selected learned entry."""
     if trials < 1:
         raise FieldrlError(f"--trials = {trials}: allowed: an integer >= 1")
+    budget = budget_name(budget)
     scenario = load_scenario(scenario_ref).with_budget(budget)
     if not scenario.seeds.validation:
         raise FieldrlError(

@@ -52,7 +52,7 @@ from fieldrl.reports.findings import (
     variant_findings,
 )
 from fieldrl.reports.layout import CELL_PADDING, column_groups, min_column_width, spread
-from fieldrl.scenario import Scenario
+from fieldrl.scenario import Scenario, budget_name
 
 PAGE_WIDTH = A4[0] - 4 * cm
 
@@ -408,7 +408,7 @@ def with_domain_facts(summary: dict[str, Any], scenario: Scenario, domain: Domai
 
 #: front-page caveat for runs below the full budget
 _BUDGET_NOTES = {
-    "quick": "Demo run ('quick' budget: short training, few seeds and held-out cases): its numbers show the "
+    "demo": "Demo run ('demo' budget: short training, few seeds and held-out cases): its numbers show the "
     "pipeline working, not what the learned policies can reach.",
     "medium": "Note: this run used the scenario's 'medium' budget (less than the full study: fewer "
     "training steps, training seeds, settings or held-out cases; the appendix lists which); the learned "
@@ -427,6 +427,7 @@ def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
             "Small",
         )
     )
+    budget = budget_name(budget)  # runs made before 'quick' was renamed 'demo'
     if budget in _BUDGET_NOTES:
         story.append(Paragraph(f"<b>{escape(_BUDGET_NOTES[budget])}</b>", styles["Small"]))
     variants = scenario.variant_names
