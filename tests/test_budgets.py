@@ -75,7 +75,9 @@ def test_medium_on_a_scenario_without_one_is_refused_and_writes_nothing(tmp_path
     assert "Traceback" not in result.output and not out.exists()
 
 
-def test_budget_names_no_longer_collide_with_scenario_names(scenario_data, write_scenario, tmp_path, monkeypatch):
+def test_budget_names_no_longer_collide_with_scenario_names(
+    scenario_data, write_scenario, tmp_path, monkeypatch
+):
     """`chemo/quick --budget quick` once made `chemo-quick-quick-…`; the budget is `demo` now, the
     full budget adds nothing to the folder name, and the old name still works as an alias."""
     import json
@@ -91,10 +93,17 @@ def test_budget_names_no_longer_collide_with_scenario_names(scenario_data, write
         made[budget] = api.create_run(path, budget=budget).path.resolve()
     assert made["demo"].name.startswith("tiny-demo-") and made["quick"].name.startswith("tiny-demo-")
     assert made["full"].name.startswith("tiny-2")  # tiny-<date>-<time>
-    assert [json.loads((made[b] / "run.json").read_text())["budget"] for b in made] == ["demo", "demo", "full"]
+    assert [json.loads((made[b] / "run.json").read_text())["budget"] for b in made] == [
+        "demo",
+        "demo",
+        "full",
+    ]
     # a scenario written with the old key keeps its caps; both keys at once is refused
     scenario_data["budgets"] = {"quick": {"eval_seeds": 2}}
-    assert parse_scenario(yaml.safe_dump(scenario_data), "t.yaml").with_budget("demo").seeds.eval == [100, 101]
+    assert parse_scenario(yaml.safe_dump(scenario_data), "t.yaml").with_budget("demo").seeds.eval == [
+        100,
+        101,
+    ]
     scenario_data["budgets"]["demo"] = {"eval_seeds": 2}
     with pytest.raises(ScenarioError, match="not both"):
         parse_scenario(yaml.safe_dump(scenario_data), "tiny.yaml")

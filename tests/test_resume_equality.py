@@ -29,7 +29,11 @@ def _scenario(base: dict) -> dict:
     """Two learned entries (on- and off-policy, with validation selection), checkpointing often."""
     data = dict(base)
     data.pop("budgets", None)
-    data["seeds"] = {"train": [0], "eval": {"start": 100, "count": 4}, "validation": {"start": 50, "count": 2}}
+    data["seeds"] = {
+        "train": [0],
+        "eval": {"start": 100, "count": 4},
+        "validation": {"start": 50, "count": 2},
+    }
     data["policies"] = dict(base["policies"])
     data["policies"]["learned"] = [
         {
@@ -49,7 +53,11 @@ def _scenario(base: dict) -> dict:
             "n_envs": 2,
             "checkpoint_every": 400,
             "validate_every": 800,
-            "hyperparameters": {"learning_starts": 300, "batch_size": 32, "policy_kwargs": {"net_arch": [16, 16]}},
+            "hyperparameters": {
+                "learning_starts": 300,
+                "batch_size": 32,
+                "policy_kwargs": {"net_arch": [16, 16]},
+            },
         },
     ]
     return data
@@ -109,7 +117,9 @@ def test_kill_9_in_training_then_resume_gives_the_uninterrupted_results(
     _same(out, uninterrupted)
 
 
-def test_resume_from_each_checkpoint_continues_bit_for_bit(scenario_file, uninterrupted, tmp_path, monkeypatch):
+def test_resume_from_each_checkpoint_continues_bit_for_bit(
+    scenario_file, uninterrupted, tmp_path, monkeypatch
+):
     """An interrupt right after the second checkpoint of each training (in process, no timing luck)."""
     saves: dict[Path, int] = {}
     real_save = checkpoint.save_checkpoint

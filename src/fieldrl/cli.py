@@ -97,9 +97,10 @@ class BudgetName(StrEnum):
 ScenarioArg = Annotated[str, typer.Argument(help="built-in name (e.g. chemo/quick) or YAML path")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="run folder to create (must not exist)")]
 BudgetOpt = Annotated[
-    BudgetName, typer.Option(
+    BudgetName,
+    typer.Option(
         "--budget", help="demo, medium (where the scenario has one) or full ('quick': demo's old name)"
-    )
+    ),
 ]
 JobsOpt = Annotated[int, typer.Option("--jobs", min=1, max=256, help="parallel worker processes")]
 RunDirArg = Annotated[Path, typer.Argument(help="a run folder written by fieldrl")]
