@@ -87,7 +87,7 @@ def test_malformed_scenario_ends_in_one_clear_message(name: str, data: st.DataOb
     scenario, top = data.draw(malformed(base))
     file = tmp_path / "bad.yaml"
     file.write_text(yaml.safe_dump(scenario, sort_keys=False, allow_unicode=True))
-    checked = cli.invoke(app, ["validate", str(file)])
+    checked = cli.invoke(app, ["validate", "--build", str(file)])
     assume(checked.exit_code != 0)  # a mutation that is still valid is not this test's business
     out_dir = tmp_path / "run"
     for result in (checked, cli.invoke(app, ["run", str(file), "--out", str(out_dir), "--quiet"])):
@@ -130,7 +130,7 @@ def test_buffers_and_networks_too_big_for_memory_are_refused_before_anything_all
 ):
     """Such typos once passed validation; training then allocated until the OS killed it."""
     file = _with_hyperparameter(name, learned, key, value, tmp_path)
-    result = cli.invoke(app, ["validate", str(file)])
+    result = cli.invoke(app, ["validate", "--build", str(file)])
     flat = " ".join(result.output.split())
     assert result.exit_code == 2 and named in flat, flat
     assert "memory" in flat or "free" in flat, flat

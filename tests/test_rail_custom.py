@@ -98,7 +98,7 @@ def test_an_impossible_configuration_is_one_line_from_the_cli(tmp_path: Path) ->
     }
     file = tmp_path / "s.yaml"
     file.write_text(yaml.safe_dump(scenario))
-    result = CliRunner().invoke(app, ["validate", str(file)])
+    result = CliRunner().invoke(app, ["validate", "--build", str(file)])
     flat = " ".join(result.output.split())
     assert result.exit_code == 2 and "Traceback" not in flat, flat
     assert "params.flatland" in flat or "params" in flat

@@ -78,7 +78,7 @@ def test_bad_scenario_gives_one_clear_message_and_exit_2(
 ):
     file = write_scenario(mutate(scenario_data, path, value))
     out_dir = tmp_path / "run"
-    for args in (["validate", str(file)], ["run", str(file), "--out", str(out_dir), "--quiet"]):
+    for args in (["validate", "--build", str(file)], ["run", str(file), "--out", str(out_dir), "--quiet"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 2, result.output
         message = result.output.strip()

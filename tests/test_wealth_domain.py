@@ -11,8 +11,8 @@ import yaml
 from pypdf import PdfReader
 
 from fieldrl.domains.wealth import DOMAIN
-from fieldrl.domains.wealth.domain import WealthEvalEnvs, WealthVecEnv
 from fieldrl.domains.wealth.env import WealthEnv, observe
+from fieldrl.domains.wealth.envs import WealthEvalEnvs, WealthVecEnv
 from fieldrl.domains.wealth.heuristics import ProblemObs, dp_solution
 from fieldrl.domains.wealth.params import WealthParams
 from fieldrl.errors import ScenarioError

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 from fieldrl import api
 from fieldrl.cli import app, print_summary
 from fieldrl.domains.wealth import DOMAIN
-from fieldrl.domains.wealth.domain import WealthEvalEnvs, WealthVecEnv
 from fieldrl.domains.wealth.env import WealthEnv, observe
+from fieldrl.domains.wealth.envs import WealthEvalEnvs, WealthVecEnv
 from fieldrl.domains.wealth.heuristics import greedy_goal
 from fieldrl.domains.wealth.params import WealthParams
 from fieldrl.domains.wealth.report import plt, quantile_bands

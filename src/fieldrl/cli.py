@@ -177,18 +177,32 @@ def list_command(
 def validate(
     scenario: ScenarioArg,
     budget: BudgetOpt = BudgetName.full,
+    build: Annotated[
+        bool,
+        typer.Option(
+            "--build",
+            help="also build each heuristic and each learned model on its environment, as `run` "
+            "does before writing anything (seconds: imports torch and the simulators)",
+        ),
+    ] = False,
 ) -> None:
     """Check a scenario; say what it would run and how long.
 
     Prints the settings, policies, environment steps to train, held-out episodes and a rough time
-    for the chosen budget. Builds each learned policy's environment once, so this takes seconds.
+    for the chosen budget. Checks everything that needs no simulator or torch in about a second;
+    --build also constructs every heuristic and learned model, as `run` does before it starts.
     """
     from fieldrl.scenario import budget_name, load_scenario
     from fieldrl.terminal import validation_text
 
     name = budget_name(budget.value)
-    checked = load_scenario(scenario).with_budget(name)
+    checked = load_scenario(scenario, build=build).with_budget(name)
     say(validation_text(scenario, name, checked), highlight=False)
+    if not build:
+        say(
+            "  not built: heuristics and learned models (`--build` builds them, as `run` does first)",
+            highlight=False,
+        )
 
 
 @app.command()

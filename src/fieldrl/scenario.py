@@ -406,10 +406,16 @@ def _scenario_source(ref: str | Path) -> tuple[str, str, Any]:
     )
 
 
-def load_scenario(ref: str | Path) -> Scenario:
-    """Load and fully validate a scenario (file path or built-in name like ``chemo/quick``)."""
+def load_scenario(ref: str | Path, build: bool = True) -> Scenario:
+    """Load and validate a scenario (file path or built-in name like ``chemo/quick``).
+
+    :param build: also build what only construction can judge -- each heuristic, each learned
+        entry's model on a one-env copy of its environment (what ``run`` does before it writes
+        anything). False checks everything else without importing torch or a simulator's
+        heavy stack (``fieldrl validate`` without ``--build``).
+    """
     source, text, base = _scenario_source(ref)
-    return parse_scenario(text, source, base)
+    return parse_scenario(text, source, base, build=build)
 
 
 class TunedFile(Strict):
@@ -497,8 +503,11 @@ def _resolve_files(scenario: Scenario, source: str, base: Any) -> Scenario:
     return _validate(Scenario, data, source)
 
 
-def parse_scenario(text: str, source: str = "<scenario>", base: Any = None) -> Scenario:
-    """Validate a scenario's YAML text; ``base`` is the folder its relative paths start from."""
+def parse_scenario(text: str, source: str = "<scenario>", base: Any = None, build: bool = True) -> Scenario:
+    """Validate a scenario's YAML text; ``base`` is the folder its relative paths start from.
+
+    ``build``: as for :func:`load_scenario`.
+    """
     data = load_yaml(text, source)  # size, nesting and alias limits; syntax errors with their line
     if not isinstance(data, dict):
         raise ScenarioError(source, "", MISSING, "a scenario must be a YAML mapping (key: value)")
@@ -506,7 +515,7 @@ def parse_scenario(text: str, source: str = "<scenario>", base: Any = None) -> S
     scenario = _resolve_tuned(_validate(Scenario, data, source), source, base)
     scenario = _resolve_files(scenario, source, base)
     _check_sizes(scenario, source)
-    _validate_domain_parts(scenario, source)
+    _validate_domain_parts(scenario, source, build)
     return scenario
 
 
@@ -619,10 +628,10 @@ def _check_heuristic_label(scenario: Scenario, label: str, source: str, where: s
 
 
 def _check_anchoring(
-    scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry, source: str, where: str
+    scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry, source: str, where: str, build: bool
 ) -> None:
     """A warm start or a residual needs a heuristic of this scenario and an algorithm that fits."""
-    from fieldrl.policies.imitation import IMITABLE
+    from fieldrl.policies.signatures import IMITABLE
 
     if entry.imitate is not None:
         _check_heuristic_label(scenario, entry.imitate.heuristic, source, f"{where}.imitate.heuristic")
@@ -643,6 +652,8 @@ def _check_anchoring(
             entry.imitate.heuristic,
             "a residual policy already starts from its heuristic's actions; give imitate or residual",
         )
+    if not build:
+        return
     venv = domain.make_train_vec_env(params, 1, 0)
     space = venv.action_space
     venv.close()
@@ -655,10 +666,29 @@ def _check_anchoring(
         )
 
 
-def _training_env_maker(scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry) -> Any:
+def _construction_problem(
+    scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry, budgets: dict[str, Any]
+) -> tuple[str | None, Any, str] | None:
+    """Build the entry's model on a one-env copy of its training env (see ``construction_problem``)."""
     from fieldrl.evaluation.runner import training_vec_env
+    from fieldrl.policies.learned import construction_problem
 
-    return training_vec_env(scenario, domain, params, entry)
+    return construction_problem(training_vec_env(scenario, domain, params, entry), entry, budgets)
+
+
+def _budget_problem(entry: LearnedEntry, budgets: dict[str, Any]) -> tuple[str | None, Any, str] | None:
+    """The budget checks without building anything: one env per parallel env (a multi-agent env's
+    agent slots, which only building it tells, can only make a rollout longer)."""
+    from fieldrl.policies.feasibility import training_problem
+
+    for budget, applied in budgets.items():
+        problem = training_problem(
+            applied.algorithm, applied.hyperparameters, applied.n_envs, 1, applied.train_steps
+        )
+        if problem:
+            key, value, text = problem
+            return key, value, text + ("" if budget == "full" else f" (budget {budget})")
+    return None
 
 
 def _budgeted(scenario: Scenario, budget: str, source: str) -> Scenario:
@@ -669,12 +699,21 @@ def _budgeted(scenario: Scenario, budget: str, source: str) -> Scenario:
         raise _scenario_error(exc, Scenario, {}, source, f"budgets.{budget} ->") from None
 
 
-def _validate_domain_parts(scenario: Scenario, source: str) -> None:
-    """Check what only the named domain and the algorithm registry know."""
+def _validate_domain_parts(scenario: Scenario, source: str, build: bool = True) -> None:
+    """Check what only the named domain and the algorithm registry know (``build``: see load_scenario)."""
+    from fieldrl.domains.base import SIMULATOR_CHECKS
+
+    token = SIMULATOR_CHECKS.set(build)
+    try:
+        _check_domain_parts(scenario, source, build)
+    finally:
+        SIMULATOR_CHECKS.reset(token)
+
+
+def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
     from fieldrl.domains import domain_names, get_domain
     from fieldrl.domains.base import check_heuristics
-    from fieldrl.policies.learned import construction_problem
-    from fieldrl.policies.registry import ALGORITHMS, check_hyperparameters
+    from fieldrl.policies.registry import ALGORITHM_NAMES, check_hyperparameters
 
     if scenario.domain not in domain_names():
         raise ScenarioError(
@@ -699,7 +738,7 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
                 + ", ".join(sorted(domain.heuristics)),
             )
         _validate(domain.heuristics[entry.use].settings_model, entry.settings, source, f"{where}.settings")
-    check_heuristics(scenario, source)  # heuristic x params combinations the domain refuses
+    check_heuristics(scenario, source, build)  # heuristic x params combinations the domain refuses
     for name in scenario.variant_names:
         try:
             domain.held_out_params(
@@ -711,14 +750,14 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
     first_params = domain.params_model.model_validate(scenario.variant_params(scenario.variant_names[0]))
     for i, entry in enumerate(scenario.policies.learned):
         where = f"policies.learned[{i}]"
-        if entry.algorithm not in ALGORITHMS:
+        if entry.algorithm not in ALGORITHM_NAMES:
             raise ScenarioError(
                 source,
                 f"{where}.algorithm",
                 entry.algorithm,
-                "unknown algorithm; allowed: " + ", ".join(sorted(ALGORITHMS)),
+                "unknown algorithm; allowed: " + ", ".join(sorted(ALGORITHM_NAMES)),
             )
-        _check_anchoring(scenario, domain, first_params, entry, source, where)
+        _check_anchoring(scenario, domain, first_params, entry, source, where, build)
         problem = check_hyperparameters(entry.algorithm, entry.hyperparameters)
         if problem:
             key, allowed = problem
@@ -726,8 +765,10 @@ def _validate_domain_parts(scenario: Scenario, source: str) -> None:
         budgets = {"full": entry}
         for budget_name in scenario.budgets:
             budgets[budget_name] = _budgeted(scenario, budget_name, source).policies.learned[i]
-        built = construction_problem(
-            _training_env_maker(scenario, domain, first_params, entry), entry, budgets
+        built = (
+            _construction_problem(scenario, domain, first_params, entry, budgets)
+            if build
+            else _budget_problem(entry, budgets)
         )
         if built:
             key, value, problem = built

@@ -9,17 +9,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import gymnasium as gym
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel
 
 from fieldrl.policies.base import Policy
+
+if TYPE_CHECKING:  # pandas and gymnasium load where they are used: checking a scenario needs neither
+    import gymnasium as gym
+    import pandas as pd
+
+#: False while a scenario is checked without building anything (``fieldrl validate`` without
+#: ``--build``): params validators then skip the checks that start a simulator (SUMO, Flatland),
+#: which ``run`` and ``validate --build`` still make before anything is written.
+SIMULATOR_CHECKS: ContextVar[bool] = ContextVar("simulator_checks", default=True)
 
 
 @dataclass(frozen=True)
@@ -208,6 +216,8 @@ class Domain:
 
     def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
         """Per-step trace of one episode for the report's domain figures (optional)."""
+        import pandas as pd
+
         return pd.DataFrame({"step": np.arange(int(record.lengths[index]))})
 
     def report_section(self, context: Any) -> list[Any]:
@@ -280,7 +290,7 @@ class LockstepEnvs:
         )
 
 
-def check_heuristics(scenario: Any, source: str) -> None:
+def check_heuristics(scenario: Any, source: str, build: bool = True) -> None:
     """Raise a ``ScenarioError`` for the first heuristic entry its domain refuses with some variant's params.
 
     ``scenario`` is a structurally valid :class:`~fieldrl.scenario.Scenario` (params already
@@ -296,7 +306,8 @@ def check_heuristics(scenario: Any, source: str) -> None:
         for i, entry in enumerate(scenario.policies.heuristics):
             problem = domain.heuristic_problem(entry.use, params)
             if problem is None:
-                _check_build(domain, entry, params, source, f"policies.heuristics[{i}]", variant)
+                if build:
+                    _check_build(domain, entry, params, source, f"policies.heuristics[{i}]", variant)
                 continue
             allowed = [h for h in sorted(domain.heuristics) if domain.heuristic_problem(h, params) is None]
             where = "" if variant == "default" else f" (variant {variant})"

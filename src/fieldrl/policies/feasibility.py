@@ -10,25 +10,19 @@ scenario is validated, for the full budget and for every budget the scenario def
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Any
 
-from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
-from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
-
-from fieldrl.policies.registry import ALGORITHMS, build_kwargs
+from fieldrl.policies.registry import build_kwargs
+from fieldrl.policies.signatures import SIGNATURES
 
 #: (hyperparameter or None, its value, the problem in words)
 Problem = tuple[str | None, Any, str]
 
 
-def _defaults(cls: type) -> dict[str, Any]:
-    return {
-        k: p.default
-        for k, p in inspect.signature(cls.__init__).parameters.items()
-        if p.default is not inspect.Parameter.empty
-    }
+def _without_noise(hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """The hyperparameters these checks read (action noise objects would need SB3 to build)."""
+    return {k: v for k, v in hyperparameters.items() if k not in ("action_noise", "policy_kwargs")}
 
 
 def _train_freq_steps(train_freq: Any) -> int | None:
@@ -52,10 +46,10 @@ def training_problem(
         a vector step is ``n_envs * width`` environment steps as SB3 counts them.
     :param train_steps: the training budget in those steps.
     """
-    cls = ALGORITHMS[algorithm]
-    kwargs = {**_defaults(cls), **build_kwargs(hyperparameters, None)}
+    signature = SIGNATURES[algorithm]
+    kwargs = {**signature.defaults, **build_kwargs(_without_noise(hyperparameters), None)}
     vec = n_envs * width
-    if issubclass(cls, OnPolicyAlgorithm):
+    if signature.kind == "on":
         rollout = int(kwargs.get("n_steps", 0)) * vec
         if rollout > train_steps:
             fits = max(1, train_steps // vec)
@@ -67,7 +61,7 @@ def training_problem(
                 f"n_steps <= {fits} at this budget (or more train_steps, or fewer n_envs)",
             )
         return None
-    if issubclass(cls, OffPolicyAlgorithm) or "learning_starts" in kwargs:
+    if signature.kind == "off" or "learning_starts" in kwargs:
         starts = int(kwargs.get("learning_starts", 0))
         if starts >= train_steps:
             return (

@@ -46,9 +46,7 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
-#: scenario names of the algorithms :func:`clone` can warm-start (the first two listed first: the
-#: scenario's error message quotes this order)
-IMITABLE = ("ppo", "maskable-ppo", "a2c", "trpo", "sac", "td3", "ddpg", "tqc")
+from fieldrl.policies.signatures import IMITABLE  # noqa: F401  (importable from here too)
 
 #: algorithm class -> how it is cloned; exact classes only (a subclass, e.g. a multi-head-critic
 #: or per-agent-network variant, may change what ``predict_values`` or the actor mean)

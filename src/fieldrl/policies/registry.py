@@ -1,49 +1,76 @@
 """Which Stable-Baselines3 / sb3-contrib algorithms a scenario may name, and how
-their YAML hyperparameters become constructor arguments."""
+their YAML hyperparameters become constructor arguments.
+
+Importing this module imports no torch: checking a scenario (``fieldrl validate``) reads the
+written-out signatures of :mod:`~fieldrl.policies.signatures`; the algorithm classes load on
+first use of ``ALGORITHMS`` or :func:`algorithm_class`.
+"""
 
 from __future__ import annotations
 
-import inspect
+import functools
 import math
 from typing import Any
 
-import sb3_contrib
-import stable_baselines3 as sb3
-import torch.nn as nn
-from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
+from fieldrl.policies.signatures import SIGNATURES, algorithm_parameters
 
-from fieldrl.domains.taxiway.vd_ppo import VDMaskablePPO
-from fieldrl.policies.independent import IndependentPPO
-from fieldrl.policies.lstm_td3 import LSTMTD3
-
-#: scenario name -> algorithm class
-ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
-    "a2c": sb3.A2C,
-    "ppo": sb3.PPO,
-    "independent-ppo": IndependentPPO,  # one network per agent where observations carry agent ids
-    "sac": sb3.SAC,
-    "td3": sb3.TD3,
-    "ddpg": sb3.DDPG,
-    "dqn": sb3.DQN,
-    "tqc": sb3_contrib.TQC,
-    "trpo": sb3_contrib.TRPO,
-    "recurrent-ppo": sb3_contrib.RecurrentPPO,
-    "maskable-ppo": sb3_contrib.MaskablePPO,
-    "lstm-td3": LSTMTD3,
-    "vd-maskable-ppo": VDMaskablePPO,
-}
+#: scenario names of the algorithms (the keys of ``ALGORITHMS``)
+ALGORITHM_NAMES: tuple[str, ...] = tuple(SIGNATURES)
 
 #: constructor arguments fieldrl sets itself
 RESERVED = {"env", "policy", "seed", "tensorboard_log", "verbose", "device", "_init_setup_model"}
 
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU}
+#: activation functions a scenario may name (``policy_kwargs.activation_fn``)
+ACTIVATION_NAMES = ("tanh", "relu", "elu", "leaky_relu")
 
 
-def algorithm_parameters(algorithm: str) -> list[str]:
-    """Constructor arguments a scenario may set for ``algorithm``."""
-    signature = inspect.signature(ALGORITHMS[algorithm].__init__)
-    return [p for p in signature.parameters if p != "self" and p not in RESERVED]
+@functools.cache
+def _algorithms() -> dict[str, Any]:
+    import sb3_contrib
+    import stable_baselines3 as sb3
+
+    from fieldrl.domains.taxiway.vd_ppo import VDMaskablePPO
+    from fieldrl.policies.independent import IndependentPPO
+    from fieldrl.policies.lstm_td3 import LSTMTD3
+
+    return {
+        "a2c": sb3.A2C,
+        "ppo": sb3.PPO,
+        "independent-ppo": IndependentPPO,  # one network per agent where observations carry agent ids
+        "sac": sb3.SAC,
+        "td3": sb3.TD3,
+        "ddpg": sb3.DDPG,
+        "dqn": sb3.DQN,
+        "tqc": sb3_contrib.TQC,
+        "trpo": sb3_contrib.TRPO,
+        "recurrent-ppo": sb3_contrib.RecurrentPPO,
+        "maskable-ppo": sb3_contrib.MaskablePPO,
+        "lstm-td3": LSTMTD3,
+        "vd-maskable-ppo": VDMaskablePPO,
+    }
+
+
+def algorithm_class(algorithm: str) -> Any:
+    """The SB3 class of registry name ``algorithm`` (imports torch on first use)."""
+    return _algorithms()[algorithm]
+
+
+def _activations() -> dict[str, Any]:
+    import torch.nn as nn
+
+    return {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU}
+
+
+def __getattr__(name: str) -> Any:
+    """``ALGORITHMS`` (scenario name -> class) and ``ACTIVATIONS``, loaded when first asked for."""
+    if name == "ALGORITHMS":
+        return _algorithms()
+    if name == "ACTIVATIONS":
+        return _activations()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ALGORITHM_NAMES", "RESERVED", "algorithm_class", "algorithm_parameters", "build_kwargs"]
 
 
 #: numeric hyperparameters with a meaningful range: ``(low, high, integer)``; SB3 checks few of these
@@ -120,8 +147,8 @@ def check_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> tu
             return key, problem
         if key == "policy_kwargs" and isinstance(value, dict):
             act = value.get("activation_fn")
-            if act is not None and act not in ACTIVATIONS:
-                return key, f"activation_fn must be one of {', '.join(ACTIVATIONS)}"
+            if act is not None and act not in ACTIVATION_NAMES:
+                return key, f"activation_fn must be one of {', '.join(ACTIVATION_NAMES)}"
             for arch in (k for k in value if str(k).endswith("_arch")):  # net_arch, pre_lstm_arch, ...
                 problem = _net_arch_problem(value[arch])
                 if problem:
@@ -159,9 +186,10 @@ def build_kwargs(hyperparameters: dict[str, Any], action_dim: int | None) -> dic
         if key == "policy_kwargs":
             value = dict(value)
             if "activation_fn" in value:
-                value["activation_fn"] = ACTIVATIONS[value["activation_fn"]]
+                value["activation_fn"] = _activations()[value["activation_fn"]]
         elif key == "action_noise" and value is not None:
             import numpy as np
+            from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 
             dim = action_dim or 1
             sigma = float(value.get("sigma", 0.1)) * np.ones(dim)

@@ -5,18 +5,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel
 
 from fieldrl.domains.base import Domain, EpisodeRecord
 from fieldrl.domains.chemo import metrics
 from fieldrl.domains.chemo.cohort import load_cohort
-from fieldrl.domains.chemo.env import ChemoEnv, ChemoEvalEnvs, ChemoVecEnv
 from fieldrl.domains.chemo.heuristics import HEURISTICS
 from fieldrl.domains.chemo.params import ChemoParams
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    import pandas as pd
+
+    from fieldrl.domains.chemo.env import ChemoEnv, ChemoEvalEnvs, ChemoVecEnv
 
 
 class ChemoDomain(Domain):
@@ -62,6 +65,8 @@ class ChemoDomain(Domain):
         return bound
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> ChemoEnv:
+        from fieldrl.domains.chemo.env import ChemoEnv
+
         p = self.checked_params(params)
         noise = p.noise()
         env = ChemoEnv(
@@ -76,12 +81,16 @@ class ChemoDomain(Domain):
         return env
 
     def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> ChemoVecEnv:
+        from fieldrl.domains.chemo.env import ChemoVecEnv
+
         p = self.checked_params(params)
         return ChemoVecEnv(n_envs, p.noise(), p.max_t, seed=seed)
 
     def make_eval_envs(
         self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
     ) -> ChemoEvalEnvs:
+        from fieldrl.domains.chemo.env import ChemoEvalEnvs
+
         p = self.checked_params(params)
         patients = None
         if p.cohort_file is not None and p._held_out_seeds is not None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from fieldrl.domains.base import KPI, EpisodeRecord
 from fieldrl.simulators.chemo import DT
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    import pandas as pd
 
 KPIS: list[KPI] = [
     KPI("return", "Return (DTR-Bench reward)", "", higher_is_better=True),
@@ -59,6 +63,8 @@ def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:
     ``drug`` (B) and ``dose`` (the dose given over the step that starts at ``day``; 0 on the
     last row, after the episode ended).
     """
+    import pandas as pd
+
     length = int(np.asarray(record.active, dtype=bool)[:, index].sum())
     init = np.asarray(record.initial_info["state"], dtype=np.float64)[index]
     states = np.asarray(record.info["state"], dtype=np.float64)[:length, index]

@@ -4,23 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-from flatland.envs.step_utils.states import TrainState
 from pydantic import BaseModel
 
 from fieldrl.domains.base import Domain, EpisodeRecord
-from fieldrl.domains.multiagent import AgentSlotVecEnv, ParallelLockstepEnvs
+from fieldrl.domains.multiagent import ParallelLockstepEnvs
 from fieldrl.domains.rail import metrics
-from fieldrl.domains.rail.env import RailParallelEnv
 from fieldrl.domains.rail.heuristics import HEURISTICS
 from fieldrl.domains.rail.params import RailParams
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    import pandas as pd
+
+    from fieldrl.domains.rail.env import RailParallelEnv
+    from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
 
 
 def make_env(params: RailParams, training: bool = False) -> RailParallelEnv:
     """The parallel env for ``params`` (the curriculum applies to training envs only)."""
+    from fieldrl.domains.rail.env import RailParallelEnv
+
     return RailParallelEnv(
         level=params.level,
         mode=params.mode,
@@ -45,6 +50,8 @@ class RailEvalEnvs(ParallelLockstepEnvs):
 
 
 def _snapshot(env: RailParallelEnv) -> dict[str, Any] | None:
+    from flatland.envs.step_utils.states import TrainState
+
     if env.fl is None:
         return None
     rows, cols = np.nonzero(env.fl.rail.grid)
@@ -90,6 +97,8 @@ class RailDomain(Domain):
         self._last_eval: RailEvalEnvs | None = None
 
     def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> AgentSlotVecEnv:
+        from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
+
         p = self.checked_params(params)
         return AgentSlotVecEnv([partial(make_env, p, True) for _ in range(n_envs)], seed)
 
@@ -120,6 +129,8 @@ class RailDomain(Domain):
 
 def map_trace(snap: dict[str, Any]) -> pd.DataFrame:
     """Rows ``layer=rail`` (every rail cell) and ``layer=train`` (a train's cell whenever it changed)."""
+    import pandas as pd
+
     rows, cols = snap["rail"]
     parts = [
         pd.DataFrame({"layer": "rail", "step": -1, "train": -1, "row": rows, "col": cols, "outcome": ""})

@@ -41,17 +41,29 @@ from flatland.envs.step_utils.states import TrainState
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from fieldrl.domains.rail.actions import (  # noqa: F401  (re-exported: the env's action codes)
+    CANCEL,
+    DEPART,
+    DISPATCH,
+    EVERY,
+    FORWARD,
+    HOLD,
+    LEFT,
+    NONE,
+    NOOP,
+    RIGHT,
+    ROUTE,
+    STOP,
+)
 from fieldrl.domains.rail.deadlock import deadlocked
 from fieldrl.domains.rail.levels import LEVELS, Level, load_rail_env, make_rail_env, read_env_file
 from fieldrl.domains.rail.network import DC, DR, TURNS, RailNetwork
 from fieldrl.domains.rail.observation import OBS_SIZE, OWN, PathLookahead, build_observations
 from fieldrl.domains.rail.reservation import Shield
 
-NOOP, DEPART, HOLD, CANCEL, LEFT, FORWARD, RIGHT, STOP = range(8)
 SEMI_ACTIONS = ("noop", "depart", "hold", "cancel", "left", "forward", "right", "stop")
 #: Flatland actions
 DO_NOTHING, MOVE_LEFT, MOVE_FORWARD, MOVE_RIGHT, STOP_MOVING = range(5)
-NONE, DISPATCH, ROUTE, EVERY = range(4)
 ARRIVAL_BONUS = 1.0
 DEADLOCK_PENALTY = 1.0
 #: booked once for a train that is cancelled or has not arrived at the step limit

@@ -26,13 +26,13 @@ they share with the env's shield lives in :mod:`fieldrl.domains.rail.reservation
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from fieldrl.domains.base import HeuristicSpec
-from fieldrl.domains.rail.env import (
+from fieldrl.domains.rail.actions import (
     CANCEL,
     DEPART,
     DISPATCH,
@@ -43,9 +43,11 @@ from fieldrl.domains.rail.env import (
     RIGHT,
     ROUTE,
     STOP,
-    RailParallelEnv,
 )
 from fieldrl.domains.rail.reservation import Cell, EpisodePlan, k_paths, start_free
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    from fieldrl.domains.rail.env import RailParallelEnv
 
 #: a dispatcher's decision as a Flatland action, for the monolithic env (cancel = never depart)
 MONOLITHIC = {DEPART: 2, HOLD: 0, CANCEL: 0, LEFT: 1, FORWARD: 2, RIGHT: 3, STOP: 4}

@@ -21,13 +21,10 @@ import warnings
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flatland.core.env_observation_builder import DummyObservationBuilder
-from flatland.envs.line_generators import sparse_line_generator
-from flatland.envs.malfunction_generators import MalfunctionParameters, NoMalfunctionGen, ParamMalfunctionGen
-from flatland.envs.rail_env import RailEnv
-from flatland.envs.rail_generators import sparse_rail_generator
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    from flatland.envs.rail_env import RailEnv
 
 #: Flatland's default mixed speed profile (speed -> share of trains).
 SPEED_PROFILE: dict[float, float] = {1.0: 0.25, 0.5: 0.25, 1.0 / 3.0: 0.25, 0.25: 0.25}
@@ -84,6 +81,16 @@ def make_rail_env(level: Level, seed: int, obs_builder: object | None = None) ->
 
     :raises ValueError: Flatland's generators cannot build the configuration (their own message).
     """
+    from flatland.core.env_observation_builder import DummyObservationBuilder
+    from flatland.envs.line_generators import sparse_line_generator
+    from flatland.envs.malfunction_generators import (
+        MalfunctionParameters,
+        NoMalfunctionGen,
+        ParamMalfunctionGen,
+    )
+    from flatland.envs.rail_env import RailEnv
+    from flatland.envs.rail_generators import sparse_rail_generator
+
     malfunctions = (
         ParamMalfunctionGen(
             MalfunctionParameters(
@@ -193,8 +200,10 @@ def load_rail_env(path: Path, seed: int, obs_builder: object | None = None) -> R
     """The saved environment at ``path`` (network, trains, timetable as saved), malfunctions from ``seed``."""
     from copy import deepcopy
 
+    from flatland.core.env_observation_builder import DummyObservationBuilder
     from flatland.envs import line_generators, malfunction_generators, rail_generators, timetable_generators
     from flatland.envs.persistence import RailEnvPersister
+    from flatland.envs.rail_env import RailEnv
 
     env_dict = deepcopy(read_env_file(path))  # set_full_state rewrites the agents in place
     grid = env_dict["grid"]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from fieldrl.domains.base import KPI, EpisodeRecord
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    import pandas as pd
 
 KPIS = [
     KPI("arrived", "Trains arrived", "% of trains", True, ".1f"),
@@ -30,6 +34,8 @@ def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
 
 def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:
     """Per decision step of one episode: Flatland time and the running KPIs."""
+    import pandas as pd
+
     steps = int(record.lengths[index])
     frame = {"step": np.arange(steps)}
     for key in INFO_KEYS:

@@ -7,8 +7,12 @@ neighbour cell with heading ``d'``. Left/forward/right are ``d-1``, ``d``, ``d+1
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from flatland.envs.rail_env import RailEnv
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    from flatland.envs.rail_env import RailEnv
 
 DR = np.array([-1, 0, 1, 0])
 DC = np.array([0, 1, 0, -1])

@@ -16,8 +16,6 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
-from flatland.envs.rail_env_shortest_paths import get_k_shortest_paths
-from flatland.envs.step_utils.states import TrainState
 
 from fieldrl.domains.rail.network import DC, DR, TURNS
 
@@ -50,6 +48,8 @@ def greedy_path(env: RailParallelEnv, i: int, start: tuple[int, int, int] | None
 
 def k_paths(env: RailParallelEnv, i: int, k: int) -> list[list[Cell]]:
     """Up to ``k`` shortest paths of train ``i`` (Flatland's k-shortest-paths search), shortest first."""
+    from flatland.envs.rail_env_shortest_paths import get_k_shortest_paths
+
     if k == 1:
         return [greedy_path(env, i)]
     agent = env.fl.agents[i]
@@ -100,6 +100,8 @@ class EpisodePlan:
 
     def update(self) -> None:
         """Follow each planned train along its path; drop trains that arrived or left their path."""
+        from flatland.envs.step_utils.states import TrainState
+
         env = self.env
         for i in list(self.path):
             if env.state(i) == TrainState.DONE:

@@ -5,19 +5,23 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel
 
 from fieldrl.domains.base import Domain, EpisodeRecord
-from fieldrl.domains.multiagent import AgentSlotVecEnv, ParallelLockstepEnvs
+from fieldrl.domains.multiagent import ParallelLockstepEnvs
 from fieldrl.domains.taxiway import metrics
-from fieldrl.domains.taxiway.env import TaxiwayEnv
 from fieldrl.domains.taxiway.heuristics import HEURISTICS
 from fieldrl.domains.taxiway.params import TaxiwayParams
 from fieldrl.simulators.airport import CONFLICT_KINDS
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    import pandas as pd
+
+    from fieldrl.domains.taxiway.env import TaxiwayEnv
+    from fieldrl.domains.taxiway.vec import TermRewardSlots
 
 
 class TaxiwayLockstepEnvs(ParallelLockstepEnvs):
@@ -73,22 +77,9 @@ class TaxiwayLockstepEnvs(ParallelLockstepEnvs):
         return info
 
 
-class TermRewardSlots(AgentSlotVecEnv):
-    """``AgentSlotVecEnv`` that also reports each slot's reward terms (``infos[i]["reward_terms"]``),
-    which the value-decomposed learner (:mod:`fieldrl.domains.taxiway.vd_ppo`) trains on."""
-
-    def step_wait(self):
-        before = [list(m.agents) for m in self.maps]
-        obs, rewards, dones, infos = super().step_wait()
-        for i, env in enumerate(self.envs):
-            terms = env.last_reward_terms
-            for slot, agent in enumerate(before[i]):
-                if agent is not None and agent in terms:
-                    infos[i * self.n_slots + slot]["reward_terms"] = terms[agent]
-        return obs, rewards, dones, infos
-
-
 def make_env(params: TaxiwayParams) -> TaxiwayEnv:
+    from fieldrl.domains.taxiway.env import TaxiwayEnv
+
     return TaxiwayEnv(params)
 
 
@@ -113,6 +104,8 @@ class TaxiwayDomain(Domain):
     eval_batch_size = 64
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> Any:
+        from fieldrl.domains.taxiway.env import TaxiwayEnv
+
         p = self.checked_params(params)
         env = TaxiwayEnv(p)
         if seed is not None:
@@ -120,12 +113,16 @@ class TaxiwayDomain(Domain):
         return env
 
     def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> TermRewardSlots:
+        from fieldrl.domains.taxiway.vec import TermRewardSlots
+
         p = self.checked_params(params)
         return TermRewardSlots([partial(make_env, p)] * n_envs, seed)
 
     def make_eval_envs(
         self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
     ) -> TaxiwayLockstepEnvs:
+        from fieldrl.domains.taxiway.env import TaxiwayEnv
+
         p = self.checked_params(params)
         return TaxiwayLockstepEnvs([TaxiwayEnv(p) for _ in seeds], seeds, self.info_keys)
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from fieldrl.domains.base import KPI, EpisodeRecord
 from fieldrl.simulators.airport import CONFLICT_KINDS
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    import pandas as pd
 
 KPIS: list[KPI] = [
     KPI("conflicts_per_100", "Conflicts per 100 movements", "per 100", higher_is_better=False, fmt=".2f"),
@@ -77,6 +81,8 @@ def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:
     """Aircraft positions of episode ``index`` (rows ``kind == "aircraft"``: step, slot, x, y),
     every conflict of the whole batch (rows ``kind`` = conflict kind: step, episode, x, y) and
     where aircraft of the whole batch were still taxiing when their period ended (``"stranded"``)."""
+    import pandas as pd
+
     active = np.asarray(record.active, dtype=bool)
     frames = []
     if "slot_x" in record.info:

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel
 
 from fieldrl.domains.base import Domain, EpisodeRecord
-from fieldrl.domains.multiagent import AgentSlotVecEnv, ParallelLockstepEnvs
+from fieldrl.domains.multiagent import ParallelLockstepEnvs
 from fieldrl.domains.traffic import metrics, sumo
-from fieldrl.domains.traffic.env import TrafficEnv
 from fieldrl.domains.traffic.heuristics import HEURISTICS
 from fieldrl.domains.traffic.params import TrafficParams
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    import pandas as pd
+
+    from fieldrl.domains.traffic.env import TrafficEnv
 
 
 class TrafficDomain(Domain):
@@ -38,6 +41,8 @@ class TrafficDomain(Domain):
     eval_batch_size = 1
 
     def make_parallel_env(self, params: BaseModel) -> TrafficEnv:
+        from fieldrl.domains.traffic.env import TrafficEnv
+
         return TrafficEnv(self.checked_params(params))
 
     def make_env(self, params: BaseModel, seed: int | None = None) -> Any:
@@ -50,6 +55,9 @@ class TrafficDomain(Domain):
         return env
 
     def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> Any:
+        from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
+        from fieldrl.domains.traffic.env import TrafficEnv
+
         p = self.checked_params(params)
         if p.traci or n_envs == 1:
             return AgentSlotVecEnv([partial(TrafficEnv, p) for _ in range(n_envs)], seed)
@@ -64,6 +72,8 @@ class TrafficDomain(Domain):
     def make_eval_envs(
         self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
     ) -> ParallelLockstepEnvs:
+        from fieldrl.domains.traffic.env import TrafficEnv
+
         p = self.checked_params(params)
         if not p.traci and sumo.libsumo_in_use():
             # validation during training: the training env holds this process's libsumo simulation,

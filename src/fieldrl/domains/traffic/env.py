@@ -26,27 +26,13 @@ from pettingzoo import ParallelEnv
 
 from fieldrl.domains.traffic import programs, sumo
 from fieldrl.domains.traffic.demand import demand_file
+from fieldrl.domains.traffic.keys import KPI_KEYS, TRACE_KEYS  # noqa: F401  (re-exported)
 from fieldrl.domains.traffic.networks import NetworkOptions, build_network
 from fieldrl.domains.traffic.params import TrafficParams
 from fieldrl.domains.traffic.rewards import StepStats, jain, reward
 from fieldrl.domains.traffic.signals import GREEN, SignalLayout, StageController, Timing, read_layout
 
 _LAYOUT_CACHE: dict[tuple[str, bool], tuple[list[SignalLayout], dict[str, programs.Program]]] = {}
-
-#: episode numbers ``episode_info`` reports (the domain's KPIs) and per-step trace numbers
-KPI_KEYS = (
-    "person_delay_mean",
-    "vehicle_delay_mean",
-    "vehicle_delay_p95",
-    "pedestrian_delay_mean",
-    "pedestrian_delay_p95",
-    "pedestrian_max_wait",
-    "vehicle_max_wait",
-    "throughput",
-    "jain_modes",
-    "queue_mean",
-)
-TRACE_KEYS = ("time_s", "queue_now", "peds_waiting_now", "ped_longest_wait_now", "stage_now")
 
 
 def net_file_for(params: TrafficParams) -> Path:

@@ -8,13 +8,15 @@ the env turns into safe transitions exactly as for learned policies.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fieldrl.domains.base import HeuristicSpec
-from fieldrl.domains.traffic.env import TrafficEnv
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    from fieldrl.domains.traffic.env import TrafficEnv
 
 
 class _Settings(BaseModel):

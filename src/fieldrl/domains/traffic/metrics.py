@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from fieldrl.domains.base import KPI, EpisodeRecord
-from fieldrl.domains.traffic.env import KPI_KEYS, TRACE_KEYS
+from fieldrl.domains.traffic.keys import KPI_KEYS, TRACE_KEYS
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    import pandas as pd
 
 KPIS: list[KPI] = [
     KPI("person_delay_mean", "Mean person delay (all road users)", "s", higher_is_better=False, fmt=".1f"),
@@ -41,6 +45,8 @@ def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
 def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:
     """Per decision step of one episode: time, queue, waiting pedestrians, longest current
     pedestrian wait, first junction's stage (-1 = changing), running KPIs and stage shares."""
+    import pandas as pd
+
     length = int(np.asarray(record.active, dtype=bool)[:, index].sum())
     columns = {
         key: np.asarray(values, dtype=float)[:length, index]

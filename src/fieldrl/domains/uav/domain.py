@@ -4,18 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel
 
 from fieldrl.domains.base import Domain, EpisodeRecord
-from fieldrl.domains.multiagent import AgentSlotVecEnv, ParallelLockstepEnvs
+from fieldrl.domains.multiagent import ParallelLockstepEnvs
 from fieldrl.domains.uav import metrics
-from fieldrl.domains.uav.env import KPI_KEYS, UavParallelEnv, info_keys
 from fieldrl.domains.uav.heuristics import HEURISTICS
+from fieldrl.domains.uav.keys import KPI_KEYS, info_keys
 from fieldrl.simulators.uav_params import UavParams
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    import pandas as pd
+
+    from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
+    from fieldrl.domains.uav.env import UavParallelEnv
 
 
 class UavDomain(Domain):
@@ -37,15 +42,22 @@ class UavDomain(Domain):
     eval_batch_size = 64
 
     def make_parallel_env(self, params: BaseModel) -> UavParallelEnv:
+        from fieldrl.domains.uav.env import UavParallelEnv
+
         return UavParallelEnv(self.checked_params(params))
 
     def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> AgentSlotVecEnv:
+        from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
+        from fieldrl.domains.uav.env import UavParallelEnv
+
         p = self.checked_params(params)
         return AgentSlotVecEnv([partial(UavParallelEnv, p) for _ in range(n_envs)], seed=seed)
 
     def make_eval_envs(
         self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
     ) -> ParallelLockstepEnvs:
+        from fieldrl.domains.uav.env import UavParallelEnv
+
         p = self.checked_params(params)
         return ParallelLockstepEnvs([UavParallelEnv(p) for _ in seeds], seeds, info_keys(p))
 

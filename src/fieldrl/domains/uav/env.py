@@ -31,6 +31,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from fieldrl.domains.uav.keys import KPI_KEYS, info_keys  # noqa: F401  (re-exported)
 from fieldrl.domains.uav.pipeline import SHARE_MODES, allocation_from_actions, optimise_slot
 from fieldrl.domains.uav.rectifier import RECTIFIERS, Rectifier
 from fieldrl.simulators.uav import Allocation, Outcome, UavWorld  # noqa: F401
@@ -40,29 +41,6 @@ from fieldrl.simulators.uav_params import UavParams
 MOVES = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
 VEHICLE_FEATURES = 6
 OBS_BOUND = 10.0
-KPI_KEYS = (
-    "success_rate",
-    "mean_delay_ms",
-    "propulsion_j",
-    "computing_j",
-    "transmission_j",
-    "energy_j",
-    "cost",
-    "socp_ms",
-    "lp_ms",
-    "rectify_ms",
-    "rectified",
-    "separation_violations",
-    "slot_success",
-    "slot_cost",
-)
-
-
-def info_keys(params: UavParams) -> tuple[str, ...]:
-    """Episode KPIs, then UAV and vehicle positions (for the report's map)."""
-    uav = [f"uav{u}_{c}" for u in range(params.n_uavs) for c in "xyz"]
-    veh = [f"veh{v}_{c}" for v in range(params.n_vehicles) for c in "xy"]
-    return KPI_KEYS + tuple(uav) + tuple(veh)
 
 
 @dataclass

@@ -10,17 +10,19 @@ who serves which task and how much is offloaded.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from fieldrl.domains.base import HeuristicSpec
-from fieldrl.domains.uav.env import Plan, UavParallelEnv
 from fieldrl.domains.uav.pipeline import SHARE_MODES
 from fieldrl.domains.uav.rectifier import equal_shares
 from fieldrl.simulators.uav import LOCAL, Allocation, UavWorld
 from fieldrl.simulators.uav_params import UavParams
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    from fieldrl.domains.uav.env import UavParallelEnv
 
 
 class Settings(BaseModel):
@@ -87,6 +89,9 @@ class PlanHeuristic:
         self.rngs = [np.random.default_rng([int(s), 17]) for s in envs.seeds]
 
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+
+        from fieldrl.domains.uav.env import Plan
+
         if self.envs is None:
             raise RuntimeError(f"{self.name} is a centralised rule: the runner must call bind_envs first")
         for i, env in enumerate(self.envs.envs):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from fieldrl.domains.base import KPI, EpisodeRecord
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    import pandas as pd
 
 KPIS: list[KPI] = [
     KPI("success_rate", "Task success rate", "%", higher_is_better=True, fmt=".1f"),
@@ -42,6 +46,8 @@ def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
 
 def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:
     """Per slot: UAV positions (``uav{u}_x/y/z``), vehicle positions (``veh{v}_x/y``), slot success/cost."""
+    import pandas as pd
+
     length = int(np.asarray(record.active, dtype=bool)[:, index].sum())
     columns = {"slot": np.arange(1, length + 1)}
     for key, values in record.info.items():

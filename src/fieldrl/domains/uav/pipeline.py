@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fieldrl.domains.uav.rectifier import Rectifier
 from fieldrl.simulators.uav import Allocation, Outcome, UavWorld
-from fieldrl.simulators.uav_opt import solve_offloading_lp
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    pass
 
 SHARE_MODES = ("equal", "demand")
 
@@ -86,6 +89,8 @@ class SlotResult:
 
 
 def lp_ratios(world: UavWorld, alloc: Allocation, pl: np.ndarray):
+    from fieldrl.simulators.uav_opt import solve_offloading_lp
+
     p = world.p
     terms = world.remote_terms(alloc, pl)
     t_remote = np.where(alloc.server >= 0, terms["t_remote"], np.inf)

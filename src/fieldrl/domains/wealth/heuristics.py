@@ -21,7 +21,7 @@ refuses to build rather than play a plan for the wrong problem.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,8 +30,10 @@ from fieldrl.domains.base import HeuristicSpec
 from fieldrl.domains.wealth.env import _HEAD
 from fieldrl.domains.wealth.params import WealthParams
 from fieldrl.errors import FieldrlError
-from fieldrl.simulators import gbwm_dp
 from fieldrl.simulators.gbwm import Problem
+
+if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
+    from fieldrl.simulators import gbwm_dp
 
 #: portfolios of random problems (``sample_problem`` keeps the default frontier's 15).
 RANDOM_K = 15
@@ -75,6 +77,8 @@ def dp_solution(problem: Problem, grid_density: float | None = None) -> gbwm_dp.
 
 @lru_cache(maxsize=128)
 def _cached_solution(problem: Problem, grid_density: float | None) -> gbwm_dp.DPSolution:
+    from fieldrl.simulators import gbwm_dp
+
     if grid_density is None:
         return gbwm_dp.solve_converged(problem)
     return gbwm_dp.solve(problem, grid_density=grid_density)
