@@ -181,8 +181,8 @@ def validate(
         bool,
         typer.Option(
             "--build",
-            help="also build each heuristic and each learned model on its environment, as `run` "
-            "does before writing anything (seconds: imports torch and the simulators)",
+            help="also build each learned model on its environment and start the simulator on "
+            "custom networks, as `run` does before writing anything (seconds: imports torch)",
         ),
     ] = False,
 ) -> None:
@@ -200,7 +200,7 @@ def validate(
     say(validation_text(scenario, name, checked), highlight=False)
     if not build:
         say(
-            "  not built: heuristics and learned models (`--build` builds them, as `run` does first)",
+            "  not built: learned models and simulators (`--build` builds them, as `run` does first)",
             highlight=False,
         )
 

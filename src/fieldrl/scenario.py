@@ -409,10 +409,11 @@ def _scenario_source(ref: str | Path) -> tuple[str, str, Any]:
 def load_scenario(ref: str | Path, build: bool = True) -> Scenario:
     """Load and validate a scenario (file path or built-in name like ``chemo/quick``).
 
-    :param build: also build what only construction can judge -- each heuristic, each learned
-        entry's model on a one-env copy of its environment (what ``run`` does before it writes
-        anything). False checks everything else without importing torch or a simulator's
-        heavy stack (``fieldrl validate`` without ``--build``).
+    :param build: also build what only construction can judge -- each learned entry's model on a
+        one-env copy of its environment, a custom Flatland layout, a SUMO network -- as ``run``
+        does before it writes anything. False checks everything else (heuristics are built: they
+        are light) without importing torch or a simulator's heavy stack (``fieldrl validate``
+        without ``--build``).
     """
     source, text, base = _scenario_source(ref)
     return parse_scenario(text, source, base, build=build)
@@ -738,7 +739,7 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
                 + ", ".join(sorted(domain.heuristics)),
             )
         _validate(domain.heuristics[entry.use].settings_model, entry.settings, source, f"{where}.settings")
-    check_heuristics(scenario, source, build)  # heuristic x params combinations the domain refuses
+    check_heuristics(scenario, source)  # heuristic x params combinations the domain refuses; builds each
     for name in scenario.variant_names:
         try:
             domain.held_out_params(

@@ -290,7 +290,7 @@ class LockstepEnvs:
         )
 
 
-def check_heuristics(scenario: Any, source: str, build: bool = True) -> None:
+def check_heuristics(scenario: Any, source: str) -> None:
     """Raise a ``ScenarioError`` for the first heuristic entry its domain refuses with some variant's params.
 
     ``scenario`` is a structurally valid :class:`~fieldrl.scenario.Scenario` (params already
@@ -306,8 +306,7 @@ def check_heuristics(scenario: Any, source: str, build: bool = True) -> None:
         for i, entry in enumerate(scenario.policies.heuristics):
             problem = domain.heuristic_problem(entry.use, params)
             if problem is None:
-                if build:
-                    _check_build(domain, entry, params, source, f"policies.heuristics[{i}]", variant)
+                _check_build(domain, entry, params, source, f"policies.heuristics[{i}]", variant)
                 continue
             allowed = [h for h in sorted(domain.heuristics) if domain.heuristic_problem(h, params) is None]
             where = "" if variant == "default" else f" (variant {variant})"
