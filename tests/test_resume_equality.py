@@ -112,9 +112,15 @@ def test_kill_9_in_training_then_resume_gives_the_uninterrupted_results(
 ):
     out = tmp_path / "run"
     _kill_in_training(scenario_file, out, jobs)
+    saved_at = json.loads((out / "checkpoints/default/PPO/seed-0" / checkpoint.META).read_text())["timesteps"]
     result = cli.invoke(app, ["run", "--resume", str(out), "--jobs", str(jobs), "--quiet"])
     assert result.exit_code == 0, result.output
     _same(out, uninterrupted)
+    assert not (out / "checkpoints/default/PPO/seed-0").exists()  # removed once the model is recorded
+    curve = pd.read_csv(out / "models/default/PPO/seed-0/learning_curve.csv")
+    assert curve["timesteps"].min() <= saved_at < curve["timesteps"].max()  # one curve across the kill
+    again = cli.invoke(app, ["run", "--resume", str(out)])
+    assert again.exit_code == 2 and "complete" in again.output
 
 
 def test_resume_from_each_checkpoint_continues_bit_for_bit(
