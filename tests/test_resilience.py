@@ -117,7 +117,7 @@ def test_ray_backend_gives_the_local_results(scenario_data, tmp_path):
 def test_a_crashing_simulator_fails_only_its_episode(scenario_data, tmp_path, monkeypatch):
     """One held-out patient whose simulator raises: that episode is recorded as failed with the
     reason, the others in its batch are re-run on fresh simulators, and the report says so."""
-    from fieldrl.domains.chemo import domain as chemo_domain
+    from fieldrl.domains.chemo import env as chemo_env
     from fieldrl.domains.chemo.env import ChemoEvalEnvs
 
     class Crashing(ChemoEvalEnvs):
@@ -127,7 +127,7 @@ def test_a_crashing_simulator_fails_only_its_episode(scenario_data, tmp_path, mo
                 raise RuntimeError("simulator died (segfault in the solver)")
             return super().step(actions)
 
-    monkeypatch.setattr(chemo_domain, "ChemoEvalEnvs", Crashing)
+    monkeypatch.setattr(chemo_env, "ChemoEvalEnvs", Crashing)
     scenario_data["policies"]["learned"] = []
     result = fieldrl.run(_write(tmp_path, scenario_data), out=tmp_path / "run", show_progress=False)
     failed = result.summary["failed_episodes"]

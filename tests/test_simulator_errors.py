@@ -95,7 +95,7 @@ def test_a_transient_sumo_error_is_retried_once_and_then_succeeds(sumo_failing, 
 def test_a_run_with_failed_episodes_exits_3_and_says_so_on_page_one(scenario_data, tmp_path, monkeypatch):
     from pypdf import PdfReader
 
-    from fieldrl.domains.chemo import domain as chemo_domain
+    from fieldrl.domains.chemo import env as chemo_env
     from fieldrl.domains.chemo.env import ChemoEvalEnvs
 
     class Crashing(ChemoEvalEnvs):
@@ -104,7 +104,7 @@ def test_a_run_with_failed_episodes_exits_3_and_says_so_on_page_one(scenario_dat
                 raise RuntimeError("solver diverged")
             return super().step(actions)
 
-    monkeypatch.setattr(chemo_domain, "ChemoEvalEnvs", Crashing)
+    monkeypatch.setattr(chemo_env, "ChemoEvalEnvs", Crashing)
     data = copy.deepcopy(scenario_data)
     data["policies"]["learned"] = []
     data["seeds"]["eval"] = {"start": 100, "count": 4}
@@ -119,14 +119,14 @@ def test_a_run_with_failed_episodes_exits_3_and_says_so_on_page_one(scenario_dat
 
 def test_a_run_whose_every_episode_failed_still_reports_and_exits_3(scenario_data, tmp_path, monkeypatch):
     """Once `KeyError: None` in the report: no policy had a best value to quote."""
-    from fieldrl.domains.chemo import domain as chemo_domain
+    from fieldrl.domains.chemo import env as chemo_env
     from fieldrl.domains.chemo.env import ChemoEvalEnvs
 
     class Dead(ChemoEvalEnvs):
         def step(self, actions):
             raise RuntimeError("licence server unreachable")
 
-    monkeypatch.setattr(chemo_domain, "ChemoEvalEnvs", Dead)
+    monkeypatch.setattr(chemo_env, "ChemoEvalEnvs", Dead)
     data = copy.deepcopy(scenario_data)
     data["policies"]["learned"] = []
     data["seeds"]["eval"] = {"start": 100, "count": 2}
