@@ -11,6 +11,7 @@ limit CBS can search for hours. Every other heuristic and every learned policy i
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import pandas as pd
@@ -45,6 +46,12 @@ def _small_copy(name: str, tmp_path: Path) -> Path:
     ]
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(data), "utf-8")
+    domain, _ = name.split("/", 1)
+    tuned = resources.files("fieldrl") / "scenarios" / domain / "tuned"
+    if tuned.is_dir():  # the `tuned:` files the entries name, relative to the scenario
+        (tmp_path / "tuned").mkdir()
+        for file in tuned.iterdir():
+            (tmp_path / "tuned" / file.name).write_bytes(file.read_bytes())
     return path
 
 

@@ -229,7 +229,8 @@ def test_ctrl_c_while_the_cli_is_still_starting_is_one_line_not_a_traceback():
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fieldrl.cli", "validate", "chemo/quick"],  # `list` is done within 1 s
+        # `validate --build` imports torch and SB3 (`list` and plain `validate` are done within 1 s)
+        [sys.executable, "-m", "fieldrl.cli", "validate", "--build", "chemo/quick"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
