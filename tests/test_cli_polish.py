@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 import pandas as pd
+import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -308,3 +309,23 @@ def test_off_policy_cost_follows_the_updates_per_env_step(scenario_data, write_s
     load = workload(load_scenario(write_scenario(scenario_data)))
     assert load.steps_by_policy == {"SAC4": 4096, "SAC16": 4096}
     assert math.isclose(load.off_policy_steps, 4096 + 4096 / 4)  # weighted by updates per env step
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["run", "chemo/quick", "--jobs", "0"], "'--jobs'"),
+        (["run", "chemo/quick", "--budget", "nope"], "'nope'"),
+        (["tune", "chemo/quick", "--trials", "0"], "'--trials'"),
+        (["compare"], "'run_dirs'"),
+        (["frobnicate"], "'frobnicate'"),
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_2(args, named):
+    """Click's usage block (Usage:, Try ..., Error:) was three lines; the console script says one."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from fieldrl.cli import main; main()", *args], capture_output=True, text=True
+    )
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("error:") and named in lines[0] and "--help" in lines[0], lines

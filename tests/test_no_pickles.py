@@ -47,6 +47,7 @@ def test_a_planted_pickle_with_a_rewritten_manifest_hash_is_refused_not_run(
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["files"][rel] = {"sha256": _sha(planted), "bytes": len(planted)}  # the folder vouches for it
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    before = (run_dir / "manifest.json").read_bytes()
     for extra in ([], ["--trust"]):
         result = CliRunner().invoke(app, ["evaluate", str(run_dir), "--quiet", *extra])
         flat = " ".join(result.output.split())
@@ -54,6 +55,8 @@ def test_a_planted_pickle_with_a_rewritten_manifest_hash_is_refused_not_run(
         assert "not a fieldrl weights file" in flat and "Traceback" not in flat
     assert not marker.exists()
     assert not (run_dir / "results.parquet").exists()
+    # the models are checked before any job runs: no heuristic left partial results behind
+    assert not (run_dir / "partial").exists() and (run_dir / "manifest.json").read_bytes() == before
 
 
 def _tiny_training(tmp_path: Path, ckpt: Path) -> dict[str, bytes]:

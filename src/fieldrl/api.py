@@ -129,8 +129,8 @@ def _holding_run_folder(func: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(func)
     def locked(run_dir: str | Path, *args: Any, **kwargs: Any) -> T:
         folder = RunFolder(run_dir)
-        if not folder.path.is_dir():
-            return func(run_dir, *args, **kwargs)  # which says so
+        if not (folder.path / SCENARIO_FILE).is_file():
+            return func(run_dir, *args, **kwargs)  # not a run folder, which it says (no lock left behind)
         with folder.lock():
             return func(run_dir, *args, **kwargs)
 
@@ -228,6 +228,7 @@ def evaluate(
 
     if todo:
         hashes = folder.hashes()
+        runner.check_learned_models(data, str(folder.path), todo, hashes, trust)
         with JobProgress("evaluation", len(todo), enabled=show_progress) as progress:
             _backend(jobs).execute(
                 runner.run_eval_job,

@@ -32,6 +32,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+try:  # typer >= 0.20 carries its own copy of click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older typer on the installed click
+    from click.exceptions import UsageError
+
 from fieldrl.errors import FieldrlError, Terminated
 
 if TYPE_CHECKING:
@@ -140,11 +145,15 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(2) from None
         except Terminated:
             complain(
-                "terminated (SIGTERM): files already written are complete; nothing half-written was left"
+                "terminated (SIGTERM): files already written are complete; nothing half-written was left",
+                soft_wrap=True,
             )
             raise typer.Exit(143) from None
         except KeyboardInterrupt:
-            complain("interrupted: files already written are complete; nothing half-written was left")
+            complain(
+                "interrupted: files already written are complete; nothing half-written was left",
+                soft_wrap=True,
+            )
             raise typer.Exit(130) from None
 
     return wrapper
@@ -462,11 +471,30 @@ def main() -> None:
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
     try:
-        app()
+        code = app(standalone_mode=False)
+    except UsageError as exc:  # a bad option value, a missing argument, an unknown command
+        if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # `fieldrl` alone
+            say(exc.ctx.get_help(), markup=False, highlight=False)
+            sys.exit(2)
+        from rich.markup import escape
+
+        line = escape(_usage_line(exc))
+        complain(f"[bold red]error:[/] {line}", markup=True, soft_wrap=True, highlight=False)
+        sys.exit(2)
+    except typer.Abort:  # Ctrl-C while click itself had control
+        complain("interrupted", soft_wrap=True)
+        sys.exit(130)
     except Terminated:  # pragma: no cover - user_errors normally handles this
         sys.exit(143)
     except KeyboardInterrupt:  # pragma: no cover - typer normally handles this
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _usage_line(exc: UsageError) -> str:
+    """Click's usage error as one line: what is wrong, and where the command's help is."""
+    command = exc.ctx.command_path if exc.ctx is not None else "fieldrl"
+    return f"{' '.join(exc.format_message().split())} (see `{command} --help`)"
 
 
 if __name__ == "__main__":

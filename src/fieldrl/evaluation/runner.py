@@ -13,6 +13,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from itertools import count, islice
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -457,11 +458,8 @@ def build_policy(
     if isinstance(entry, HeuristicEntry):
         spec = domain.heuristics[entry.use]
         return spec.build(spec.settings_model.model_validate(entry.settings), params, entry.label)
-    from fieldrl.policies.learned import MODEL_FILE, NORM_FILE, load_policy
+    from fieldrl.policies.learned import load_policy
 
-    folder = RunFolder(run_dir)
-    rel = model_dir(job.variant, job.policy, job.train_seed)
-    model_rel, norm_rel = f"{rel}/{MODEL_FILE}", f"{rel}/{NORM_FILE}"
     load = partial(
         load_policy,
         entry.label,
@@ -469,10 +467,21 @@ def build_policy(
         training_vec_env(scenario, domain, params, entry),
         wrap=evaluation_wrapper(scenario, domain, params, entry),
     )
+    return load(*model_files(run_dir, job, hashes, trust))
+
+
+def model_files(run_dir: str, job: EvalJob, hashes: dict[str, str], trust: bool) -> tuple[Path, Path | None]:
+    """The weights file and normalisation statistics of a learned job, checked against the
+    manifest (``trust``: only that the weights file exists) and confined to the run folder."""
+    from fieldrl.policies.learned import MODEL_FILE, NORM_FILE
+
+    folder = RunFolder(run_dir)
+    rel = model_dir(job.variant, job.policy, job.train_seed)
+    model_rel, norm_rel = f"{rel}/{MODEL_FILE}", f"{rel}/{NORM_FILE}"
     if trust:  # the user vouches for files the manifest does not list (they are only tensors)
         model_path = folder.require(model_rel, "no trained model here; run `fieldrl train` first")
         norm_path = folder.path / norm_rel if (folder.path / norm_rel).is_file() else None
-        return load(model_path, norm_path)
+        return model_path, norm_path
     if model_rel not in hashes:
         raise FieldrlError(
             f"{folder.path / model_rel}: no trained model in the manifest; run `fieldrl train` first "
@@ -480,7 +489,39 @@ def build_policy(
         )
     model_path = folder.verified_path(model_rel, hashes[model_rel])
     norm_path = folder.verified_path(norm_rel, hashes[norm_rel]) if norm_rel in hashes else None
-    return load(model_path, norm_path)
+    return model_path, norm_path
+
+
+def check_learned_models(
+    scenario_data: dict[str, Any], run_dir: str, jobs: list[EvalJob], hashes: dict[str, str], trust: bool
+) -> None:
+    """Check every learned model the evaluation ``jobs`` need, before any job runs.
+
+    The checks each job's own loading makes (manifest, path inside the run folder, a safetensors
+    header, tensors that fit the model the scenario describes), made first so that a damaged or
+    planted model file ends the evaluation with one message before a heuristic has written a
+    partial result. One model is built per setting and policy; every seed's weights load into it.
+    """
+    import torch
+
+    from fieldrl.policies import weights
+    from fieldrl.policies.learned import build_model
+
+    torch.set_num_threads(1)
+    models: dict[tuple[str, str], Any] = {}
+    for job in jobs:
+        if job.train_seed == HEURISTIC_TRAIN_SEED:
+            continue
+        model_path, _ = model_files(run_dir, job, hashes, trust)
+        key = (job.variant, job.policy)
+        if key not in models:
+            scenario, domain, params = _context(scenario_data, job.variant)
+            venv = training_vec_env(scenario, domain, params, _entry(scenario, job.policy))(1, 0)
+            try:
+                models[key] = build_model(_entry(scenario, job.policy), venv, seed=0)
+            finally:
+                venv.close()
+        weights.load_into(models[key], weights.read_weights(model_path), str(model_path))
 
 
 def run_eval_job(
