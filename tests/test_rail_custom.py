@@ -160,3 +160,24 @@ def test_flatland_shortest_path_heuristic_is_flatlands_own_policy() -> None:
     assert ours.tolist() == pytest.approx([_flatland_own_loop(params, s) for s in seeds])
     greedy = _run("greedy-shortest-route", params, seeds)["arrived"]
     assert _run("shortest-path", params, seeds)["arrived"].tolist() == greedy.tolist()  # the old name
+
+
+def test_a_relative_env_file_is_found_beside_the_scenario_from_any_folder(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Like cohort_file and layout_file: a relative env_file starts at the scenario file's folder."""
+    (tmp_path / "study").mkdir()
+    RailEnvPersister.save(make_rail_env(LEVELS[0], 3), str(tmp_path / "study" / "level0.pkl"))
+    scenario = {
+        "name": "mine",
+        "domain": "rail",
+        "params": {"env_file": "level0.pkl"},
+        "policies": {"heuristics": [{"use": "greedy-shortest-route"}]},
+        "seeds": {"train": [0], "eval": {"start": 10, "count": 1}},
+    }
+    file = tmp_path / "study" / "s.yaml"
+    file.write_text(yaml.safe_dump(scenario))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    result = CliRunner().invoke(app, ["validate", str(file)])
+    assert result.exit_code == 0, result.output

@@ -171,3 +171,28 @@ def test_queues_count_the_road_before_a_stub_approach_lane_but_never_past_anothe
     assert any(u.startswith("10425609#0_") for u in lanes) and sharing == 3  # three lanes share the road
     generated, _ = probe_layouts(net_file_for(TrafficParams(network="grid")), True)
     assert all(not lay.upstream for lay in generated)  # 200 m blocks between signals: nothing to add
+
+
+def test_a_relative_net_file_is_found_beside_the_scenario_from_any_folder(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Like cohort_file and layout_file: a relative net_file starts at the scenario file's folder
+    (validated with --build, which starts SUMO on it)."""
+    import sumo_rl
+
+    source = Path(sumo_rl.__file__).parent / "nets" / "single-intersection" / "single-intersection.net.xml"
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "single.net.xml").write_bytes(source.read_bytes())
+    scenario = {
+        "name": "mine",
+        "domain": "traffic",
+        "params": {"net_file": "single.net.xml"},
+        "policies": {"heuristics": [{"use": "fixed-time"}]},
+        "seeds": {"train": [0], "eval": {"start": 10, "count": 1}},
+    }
+    file = tmp_path / "study" / "s.yaml"
+    file.write_text(yaml.safe_dump(scenario))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    result = CliRunner().invoke(app, ["validate", "--build", str(file)])
+    assert result.exit_code == 0, result.output

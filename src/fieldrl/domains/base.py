@@ -154,12 +154,13 @@ class Domain:
         """Raw params (or a variant's overrides) with every :attr:`file_params` path made absolute.
 
         The scenario loader calls this with the scenario file's folder (the working folder for a
-        scenario given as text), so the run folder's snapshot finds the file from anywhere.
+        scenario given as text), so the run folder's snapshot finds the file from anywhere. A value
+        with a scheme (traffic's ``sumo-rl:<path>``) is left as it is.
         """
         resolved = dict(params)
         for key in self.file_params:
             value = resolved.get(key)
-            if isinstance(value, str) and value and not Path(value).is_absolute():
+            if isinstance(value, str) and value and not Path(value).is_absolute() and ":" not in value:
                 resolved[key] = os.path.normpath(Path(folder).absolute() / value)
         return resolved
 

@@ -80,6 +80,7 @@ class RailDomain(Domain):
     """Train dispatching and routing on Flatland's rail networks (Flatland 3 test levels 0-4)."""
 
     name = "rail"
+    file_params = ("env_file",)  # relative to the scenario file
     title = "Rail dispatching (Flatland)"
     params_model = RailParams
     kpis = metrics.KPIS

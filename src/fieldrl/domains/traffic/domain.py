@@ -25,6 +25,7 @@ class TrafficDomain(Domain):
     """Traffic signals for vehicles and pedestrians on SUMO (one agent per junction)."""
 
     name = "traffic"
+    file_params = ("net_file", "route_file", "sumocfg", "osm_file")  # relative to the scenario file
     title = "Traffic signals for vehicles and pedestrians"
     params_model = TrafficParams
     kpis = metrics.KPIS
