@@ -59,6 +59,18 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands():
     _refused("\n".join(lines) + "\n", "YAML refused", "expands to more than", within_s=2.0)
 
 
+def test_a_key_given_twice_is_refused_not_silently_overwritten():
+    """PyYAML keeps the last value; `episodes_per_seed` given twice once ran with the second."""
+    text = "name: x\nepisodes_per_seed: 1\ndomain: chemo\nepisodes_per_seed: 3\n"
+    _refused(text, "line 4", "'episodes_per_seed' is given twice")
+
+
+def test_a_seed_listed_twice_is_refused(scenario_data):
+    """Three copies of one held-out patient once counted as three cases."""
+    scenario_data["seeds"]["eval"] = [1000, 1000, 1000, 1001]
+    _refused(yaml.safe_dump(scenario_data), "seeds.eval", "[1000] listed more than once")
+
+
 def test_a_recursive_alias_is_refused():
     _refused("name: &a [*a]\n", "recursive")
 

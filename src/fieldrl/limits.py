@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from fieldrl.errors import MISSING, ScenarioError
 
@@ -59,6 +59,18 @@ class _LimitedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
+def _unique_keys(node: MappingNode) -> None:
+    """PyYAML keeps the last of two equal keys without a word; a scenario refuses the second."""
+    seen: set[str] = set()
+    for key, _ in node.value:
+        if isinstance(key, ScalarNode) and key.value != "<<":
+            if key.value in seen:
+                raise _Refused(
+                    key.start_mark, f"key {key.value!r} is given twice in one mapping; give it once"
+                )
+            seen.add(key.value)
+
+
 def _expanded_size(root: Node) -> None:
     """Refuse a document whose aliases expand beyond ``MAX_NODES`` nodes or ``MAX_DEPTH`` levels.
 
@@ -86,6 +98,7 @@ def _expanded_size(root: Node) -> None:
                 children = list(node.value)
             elif isinstance(node, MappingNode):
                 children = [part for pair in node.value for part in pair]
+                _unique_keys(node)
             size, height = 1, 0
             for child in children:
                 child_size, child_height = walk(child, depth + 1)

@@ -65,7 +65,19 @@ def _expand_seeds(value: Any) -> Any:
     return value
 
 
-SeedList = Annotated[list[Annotated[int, Field(ge=0, lt=2**32)]], BeforeValidator(_expand_seeds)]
+def _each_once(seeds: list[int]) -> list[int]:
+    """A seed listed twice would count one case twice (its episodes are identical)."""
+    if len(set(seeds)) < len(seeds):
+        from collections import Counter
+
+        twice = sorted(s for s, n in Counter(seeds).items() if n > 1)[:5]
+        raise ValueError(f"seed(s) {twice} listed more than once; list each seed once")
+    return seeds
+
+
+SeedList = Annotated[
+    list[Annotated[int, Field(ge=0, lt=2**32)]], BeforeValidator(_expand_seeds), AfterValidator(_each_once)
+]
 #: a policy, variant or scenario name: it becomes a path component in the run folder
 SafeName = Annotated[str, AfterValidator(check_name)]
 
