@@ -329,3 +329,9 @@ def test_usage_errors_are_one_line_with_exit_2(args, named):
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, lines
     assert lines[0].startswith("error:") and named in lines[0] and "--help" in lines[0], lines
+
+
+def test_resume_refuses_a_budget_instead_of_ignoring_it(tmp_path):
+    """`run --resume R --budget full` once finished R at its own budget without a word."""
+    result = runner.invoke(app, ["run", "--resume", str(tmp_path), "--budget", "full"])
+    assert result.exit_code == 2 and "--budget" in result.output and "Traceback" not in result.output

@@ -221,7 +221,15 @@ def run(
         str | None, typer.Argument(help="built-in name (e.g. chemo/quick) or YAML path")
     ] = None,
     out_dir: OutOpt = None,
-    budget: BudgetOpt = BudgetName.full,
+    budget: Annotated[
+        BudgetName | None,
+        typer.Option(
+            "--budget",
+            help="demo, medium (where the scenario has one) or full ('quick': demo's old name) "
+            "[default: full]",
+            show_default=False,
+        ),
+    ] = None,
     jobs: JobsOpt = 1,
     backend: BackendOpt = BackendName.local,
     address: AddressOpt = None,
@@ -235,13 +243,17 @@ def run(
 
     where = backend_of(jobs, backend, address)
     if resume is not None:
-        if scenario is not None or out_dir is not None:
-            raise FieldrlError("--resume RUN_DIR takes no SCENARIO or --out: the run folder holds both")
+        if scenario is not None or out_dir is not None or budget is not None:
+            raise FieldrlError(
+                "--resume RUN_DIR takes no SCENARIO, --out or --budget: the run folder holds them "
+                "(it finishes at the budget it was started with)"
+            )
         result = api.resume(resume, where, show_progress=not quiet)
     elif scenario is None:
         raise FieldrlError("SCENARIO is missing: give a built-in name or YAML path, or --resume RUN_DIR")
     else:
-        result = api.run(scenario, out_dir, budget.value, where, show_progress=not quiet)
+        chosen = (budget or BudgetName.full).value
+        result = api.run(scenario, out_dir, chosen, where, show_progress=not quiet)
     print_summary(result.summary)
     say(f"Run folder: {result.run_dir}")
     say(f"Report: {result.report}")
