@@ -71,6 +71,12 @@ def test_a_seed_listed_twice_is_refused(scenario_data):
     _refused(yaml.safe_dump(scenario_data), "seeds.eval", "[1000] listed more than once")
 
 
+def test_a_quoted_boolean_is_refused(scenario_data):
+    """`normalize_reward: 'yes'` was quietly read as true."""
+    scenario_data["policies"]["learned"][0]["normalize_reward"] = "yes"
+    _refused(yaml.safe_dump(scenario_data), "normalize_reward = 'yes'", "valid boolean")
+
+
 def test_a_recursive_alias_is_refused():
     _refused("name: &a [*a]\n", "recursive")
 

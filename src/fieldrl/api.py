@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import functools
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -182,6 +183,16 @@ def train_in(folder: RunFolder, jobs: int | Backend = 1, show_progress: bool = T
         _backend(jobs).execute(
             runner.run_train_job, [(data, str(folder.path), job) for job in todo], progress, finished
         )
+    _remove_empty_folders(folder.path / "checkpoints")
+
+
+def _remove_empty_folders(root: Path) -> None:
+    """The folders finished trainings' checkpoints leave empty (``checkpoints/<variant>/<policy>``)."""
+    if not root.is_dir() or root.is_symlink():
+        return
+    for path, _, _ in sorted(os.walk(root), key=lambda entry: -len(entry[0])):  # deepest first
+        with contextlib.suppress(OSError):  # not empty: a checkpoint still needed
+            os.rmdir(path)
 
 
 @_holding_run_folder

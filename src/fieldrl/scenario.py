@@ -19,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationError,
     field_validator,
     model_validator,
@@ -143,8 +144,8 @@ class LearnedEntry(Strict):
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     train_steps: int = Field(ge=1, le=10**9, description="training budget in env steps")
     n_envs: int = Field(8, ge=1, le=4096)
-    normalize_obs: bool = True
-    normalize_reward: bool = False
+    normalize_obs: StrictBool = True
+    normalize_reward: StrictBool = False
     checkpoint_every: int | None = Field(
         None, ge=1, le=10**9, description="env steps between resumable checkpoints (default: a tenth)"
     )
