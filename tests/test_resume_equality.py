@@ -188,3 +188,36 @@ def test_interrupt_in_the_report_then_resume_gives_the_uninterrupted_results(
     assert result.exit_code == 0, result.output
     assert (folder.path / "report.pdf").exists()
     _same(folder.path, uninterrupted)
+
+
+def test_without_checkpoints_an_interrupted_training_restarts_and_gives_the_same_results(
+    scenario_file, tmp_path, monkeypatch
+):
+    """The default (no checkpoint_every): nothing cuts the training envs' episodes, and a training
+    interrupted in the middle starts again from its beginning on resume."""
+    from fieldrl.policies import learned
+
+    data = yaml.safe_load(scenario_file.read_text())
+    for entry in data["policies"]["learned"]:
+        entry.pop("checkpoint_every")
+    data["policies"]["learned"] = data["policies"]["learned"][:1]  # PPO
+    path = tmp_path / "plain.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    clean = api.run(path, tmp_path / "clean", show_progress=False).results
+
+    calls = {"n": 0}
+    real = learned.LearningCurve._on_step
+
+    def interrupted_once(self):
+        calls["n"] += 1
+        if calls["n"] == 500:  # in the middle of the training
+            raise KeyboardInterrupt
+        return real(self)
+
+    monkeypatch.setattr(learned.LearningCurve, "_on_step", interrupted_once)
+    folder = api.create_run(path, tmp_path / "run")
+    with pytest.raises(KeyboardInterrupt):
+        api.resume(folder.path, show_progress=False)
+    assert not (folder.path / "checkpoints").exists()
+    api.resume(folder.path, show_progress=False)
+    _same(folder.path, clean)

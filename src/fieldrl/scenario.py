@@ -147,7 +147,12 @@ class LearnedEntry(Strict):
     normalize_obs: StrictBool = True
     normalize_reward: StrictBool = False
     checkpoint_every: int | None = Field(
-        None, ge=1, le=10**9, description="env steps between resumable checkpoints (default: a tenth)"
+        None,
+        ge=1,
+        le=10**9,
+        description="env steps between resumable checkpoints; at each, the training envs start new "
+        "episodes (mid-episode simulator state cannot be saved). Default none: an interrupted "
+        "training restarts from its beginning, which gives the same result",
     )
     validate_every: int | None = Field(
         None,

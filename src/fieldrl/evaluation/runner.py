@@ -395,7 +395,9 @@ def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, ev
         folder.inside(rel),
         tensorboard_dir=folder.inside(f"tensorboard/{slug(job.variant)}"),
         report=lambda done: events.put(("update", job.key, done)),
-        checkpoint_dir=folder.inside(checkpoint_dir(job)),
+        # Checkpoints cut every training env's episode (simulator state is not saved), which for
+        # long episodes and short rollouts hurts learning: only where the scenario asks for them.
+        checkpoint_dir=folder.inside(checkpoint_dir(job)) if entry.checkpoint_every else None,
         demonstrations=demonstrations_for(scenario, domain, params, entry, job.seed),
         validation=validation_for(scenario, domain, params, entry),
         prepare=preparation_for(entry),

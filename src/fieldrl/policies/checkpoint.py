@@ -16,6 +16,9 @@ A checkpoint is a folder holding, with nothing pickled:
 The model is rebuilt from the scenario entry (``rebuild``) before the saved tensors are copied
 in.
 
+Checkpoints are taken only for entries with ``checkpoint_every`` (see below for why); without,
+an interrupted training restarts from its beginning, which gives the same model.
+
 **Resume is the same run.** A checkpoint is taken where SB3 starts collecting a rollout (the
 previous rollout trained, PPO's rollout buffer empty). Environment state in the middle of an
 episode cannot be saved for every simulator (SUMO, Flatland), so at each checkpoint the training
