@@ -33,6 +33,9 @@ def test_traffic_quick_runs_end_to_end_and_reports_both_modes(tmp_path, monkeypa
         "DQN",
     ):
         assert words in text, words
+    # the requested comparisons on 2 held-out cases: no claim of confidence intervals
+    assert "PPO against fixed-time" in text and "mean differences only, too few held-out cases" in text
+    assert "with 95 % confidence intervals" not in text
     results = pd.read_parquet(out / "results.parquet")
     delays = results[results["metric"] == "person_delay_mean"].groupby("policy")["value"].mean()
     assert (delays > 0).all() and len(delays) == 8

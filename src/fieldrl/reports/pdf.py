@@ -40,7 +40,7 @@ from fieldrl.domains import get_domain
 from fieldrl.domains.base import Domain
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.names import slug
-from fieldrl.reports import figures, front
+from fieldrl.reports import figures, findings, front
 from fieldrl.reports.findings import (
     MIN_CASES,
     cases,
@@ -659,15 +659,23 @@ def _comparison_pages(ctx: ReportContext) -> list[Any]:
     for index, pair in enumerate(ctx.scenario.report.comparisons):
         png = figures.pair_differences(ctx.summary, index)
         heading = f"{escape(pair.policy)} against {escape(pair.baseline)}"
+        entries = ctx.summary["variants"].values()
+        n = min((findings.cases(e, pair.policy, pair.baseline) for e in entries), default=0)
+        if n >= findings.MIN_CASES:
+            caption = (
+                "Difference on the same held-out cases (policy minus baseline) in every setting, "
+                "with 95 % confidence intervals; an interval crossing 0 means no clear difference."
+            )
+        else:
+            caption = (
+                "Difference on the same held-out cases (policy minus baseline) in every setting: mean "
+                f"differences only, {findings.too_few(n)}; they show the pipeline, not a difference."
+            )
         story.append(
             KeepTogether(
                 [
                     Paragraph(heading, ctx.styles["Heading2"]),
-                    ctx.para(
-                        "Difference on the same held-out cases (policy minus baseline) in every setting, "
-                        "with 95 % confidence intervals; an interval crossing 0 means no clear difference.",
-                        "Small",
-                    ),
+                    ctx.para(caption, "Small"),
                     ctx.figure(f"pair-{index}", png),
                 ]
             )
