@@ -2124,18 +2124,7 @@ class Probe:
     def kill_a_run(self, where: Path) -> Path:
         where.mkdir(parents=True, exist_ok=True)
         out = where / "killed"
-        # chemo/quick with checkpoints (opt-in: `checkpoint_every`), beside a copy of its tuned files
-        from importlib import resources
-
-        chemo = resources.files("fieldrl") / "scenarios" / "chemo"
-        data = yaml.safe_load((chemo / "quick.yaml").read_text())
-        for entry in data["policies"]["learned"]:
-            entry["checkpoint_every"] = 600
-        (where / "tuned").mkdir(exist_ok=True)
-        for file in (chemo / "tuned").iterdir():
-            (where / "tuned" / file.name).write_bytes(file.read_bytes())
-        scenario = where / "checkpointed.yaml"
-        scenario.write_text(yaml.safe_dump(data, sort_keys=False))
+        scenario = checkpointed_scenario(where)
         proc, o, e = start(
             self.fieldrl("run", str(scenario), "--budget", self.budget, "--out", str(out), "--quiet"), where
         )
@@ -2216,8 +2205,9 @@ class Probe:
         self, cdir: Path, key: str, what: str, jobs: int, sig: int, when: str, target: str
     ) -> dict[str, Any]:
         out = cdir / "run"
+        scenario = checkpointed_scenario(cdir)
         cmd = self.fieldrl(
-            "run", "chemo/quick", "--budget", self.budget, "--out", str(out), "--jobs", str(jobs)
+            "run", str(scenario), "--budget", self.budget, "--out", str(out), "--jobs", str(jobs)
         )
         t0 = time.monotonic()
         proc, o, e = start(cmd, cdir)
@@ -2482,6 +2472,24 @@ def write_outputs(probe: Probe, out_dir: Path, wall: float) -> tuple[Path, Path]
     tmp.write_text("\n".join(lines) + "\n")
     os.replace(tmp, md_path)
     return csv_path, md_path
+
+
+def checkpointed_scenario(where: Path) -> Path:
+    """chemo/quick with checkpoints (opt-in: ``checkpoint_every``), beside a copy of its tuned files,
+    so that a run can be interrupted once a checkpoint exists."""
+    from importlib import resources
+
+    chemo = resources.files("fieldrl") / "scenarios" / "chemo"
+    data = yaml.safe_load((chemo / "quick.yaml").read_text())
+    for entry in data["policies"]["learned"]:
+        entry["checkpoint_every"] = 600
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "tuned").mkdir(exist_ok=True)
+    for file in (chemo / "tuned").iterdir():
+        (where / "tuned" / file.name).write_bytes(file.read_bytes())
+    scenario = where / "checkpointed.yaml"
+    scenario.write_text(yaml.safe_dump(data, sort_keys=False))
+    return scenario
 
 
 def main() -> None:

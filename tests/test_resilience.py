@@ -92,6 +92,7 @@ def test_model_missing_from_manifest_needs_trust(scenario_data, tmp_path):
     assert not (run_dir / "results.parquet").exists()
     trusted = cli.invoke(app, ["evaluate", str(run_dir), "--quiet", "--trust"])
     assert trusted.exit_code == 0, trusted.output
+    assert "warning: --trust" in " ".join(trusted.output.split())  # said out loud
     assert "PPO" in set(pd.read_parquet(run_dir / "results.parquet")["policy"])
 
 

@@ -290,8 +290,8 @@ def evaluate(
         bool,
         typer.Option(
             "--trust",
-            help="load model files that are missing from or differ from the run's manifest "
-            "(they contain pickles: only for files you are sure of)",
+            help="load weight files missing from or differing from the run's manifest (they are "
+            "still read as tensors only; for weights you put there yourself)",
         ),
     ] = False,
     quiet: QuietOpt = False,
@@ -299,6 +299,15 @@ def evaluate(
     """Evaluate every policy of a trained run on held-out seeds."""
     from fieldrl import api
 
+    if trust:
+        complain(
+            "[bold yellow]warning:[/] --trust: weight files this run's manifest does not vouch for are "
+            "loaded (as tensors: nothing in them can run code, but their numbers are whatever the "
+            "folder holds)",
+            markup=True,
+            soft_wrap=True,
+            highlight=False,
+        )
     api.evaluate(run_dir, backend_of(jobs, backend, address), show_progress=not quiet, trust=trust)
     from fieldrl.evaluation.store import RunFolder
 
