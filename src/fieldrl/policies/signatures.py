@@ -22,6 +22,32 @@ class AlgorithmSignature:
     defaults: dict[str, Any]
 
 
+_PPO = AlgorithmSignature(
+    "on",
+    (
+        "learning_rate",
+        "n_steps",
+        "batch_size",
+        "n_epochs",
+        "gamma",
+        "gae_lambda",
+        "clip_range",
+        "clip_range_vf",
+        "normalize_advantage",
+        "ent_coef",
+        "vf_coef",
+        "max_grad_norm",
+        "use_sde",
+        "sde_sample_freq",
+        "rollout_buffer_class",
+        "rollout_buffer_kwargs",
+        "target_kl",
+        "stats_window_size",
+        "policy_kwargs",
+    ),
+    {"n_steps": 2048},
+)
+
 #: registry name -> signature (same keys as ``fieldrl.policies.registry.ALGORITHMS``)
 SIGNATURES: dict[str, AlgorithmSignature] = {
     "a2c": AlgorithmSignature(
@@ -46,56 +72,8 @@ SIGNATURES: dict[str, AlgorithmSignature] = {
         ),
         {"n_steps": 5},
     ),
-    "ppo": AlgorithmSignature(
-        "on",
-        (
-            "learning_rate",
-            "n_steps",
-            "batch_size",
-            "n_epochs",
-            "gamma",
-            "gae_lambda",
-            "clip_range",
-            "clip_range_vf",
-            "normalize_advantage",
-            "ent_coef",
-            "vf_coef",
-            "max_grad_norm",
-            "use_sde",
-            "sde_sample_freq",
-            "rollout_buffer_class",
-            "rollout_buffer_kwargs",
-            "target_kl",
-            "stats_window_size",
-            "policy_kwargs",
-        ),
-        {"n_steps": 2048},
-    ),
-    "independent-ppo": AlgorithmSignature(
-        "on",
-        (
-            "learning_rate",
-            "n_steps",
-            "batch_size",
-            "n_epochs",
-            "gamma",
-            "gae_lambda",
-            "clip_range",
-            "clip_range_vf",
-            "normalize_advantage",
-            "ent_coef",
-            "vf_coef",
-            "max_grad_norm",
-            "use_sde",
-            "sde_sample_freq",
-            "rollout_buffer_class",
-            "rollout_buffer_kwargs",
-            "target_kl",
-            "stats_window_size",
-            "policy_kwargs",
-        ),
-        {"n_steps": 2048},
-    ),
+    "ppo": _PPO,
+    "independent-ppo": _PPO,  # PPO with one network per agent: the same constructor
     "sac": AlgorithmSignature(
         "off",
         (
