@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fieldrl.evaluation.store import atomic_write_bytes
+from fieldrl.files import atomic_write_bytes
 
 
 def machine_info(**versions: str) -> dict[str, Any]:

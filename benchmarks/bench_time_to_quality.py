@@ -72,6 +72,7 @@ def training_curve(scenario: Any, domain: Any, params: Any, entry: Any, steps: i
     as (timesteps, updates, CPU seconds, wall seconds, validation value) rows."""
     from fieldrl.evaluation import runner
     from fieldrl.policies.learned import VALIDATION_FILE, train_model
+    from fieldrl.scenario_checks import training_vec_env
 
     trained = entry.model_copy(update={"train_steps": steps, "validate_every": max(1, steps // evaluations)})
     validation = runner.validation_for(scenario, domain, params, trained)
@@ -79,7 +80,7 @@ def training_curve(scenario: Any, domain: Any, params: Any, entry: Any, steps: i
     seed = scenario.seeds.train[0]
     with tempfile.TemporaryDirectory() as tmp:
         artifacts = train_model(
-            runner.training_vec_env(scenario, domain, params, trained),
+            training_vec_env(scenario, domain, params, trained),
             trained,
             seed,
             Path(tmp),
@@ -97,12 +98,13 @@ def measure_targets(name: str, targets: list[tuple[str, float, int]]) -> list[di
     """CPU seconds for named learned entries to reach a fixed level (an issue's target) on the
     scenario's first setting, with a validation every ``steps / TARGET_EVALUATIONS`` steps."""
     from fieldrl.evaluation import runner
+    from fieldrl.scenario_checks import entry_of
 
     scenario, domain, variant, params = first_setting(name)
     higher = runner.primary_kpi(scenario, domain).higher_is_better
     out = []
     for label, level, steps in targets:
-        entry = runner._entry(scenario, label)
+        entry = entry_of(scenario, label)
         curve = training_curve(scenario, domain, params, entry, steps, TARGET_EVALUATIONS)
         hit = _reached(curve, level, higher)
         shown = f"{hit[1]:.1f} CPU-s, {hit[0]:,} steps" if hit else "not reached"
@@ -127,12 +129,13 @@ def measure_targets(name: str, targets: list[tuple[str, float, int]]) -> list[di
 def measure(name: str, cap: int) -> dict[str, Any]:
     from fieldrl.evaluation import runner
     from fieldrl.evaluation.summary import oracle_labels
+    from fieldrl.scenario_checks import heuristic_policy
 
     scenario, domain, variant, params = first_setting(name)
     kpi = runner.primary_kpi(scenario, domain)
     heuristics = {
         h.label: runner.validation_score(
-            scenario, domain, params, runner._heuristic_policy(scenario, domain, params, h.label)
+            scenario, domain, params, heuristic_policy(scenario, domain, params, h.label)
         )
         for h in scenario.policies.heuristics
     }

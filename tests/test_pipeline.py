@@ -98,7 +98,7 @@ def test_report_rerenders_without_training_and_interruption_keeps_old_pdf(tiny_r
     old_pdf = (tiny_run / "report.pdf").read_bytes()
     assert (tiny_run / "results.parquet").read_bytes() == before_results
 
-    from fieldrl.reports import figures
+    from fieldrl.reportkit import figures
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

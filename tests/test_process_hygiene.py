@@ -53,7 +53,7 @@ import sys, time
 from pathlib import Path
 
 from fieldrl.evaluation.backends import execute
-from fieldrl.evaluation.store import atomic_write_bytes
+from fieldrl.files import atomic_write_bytes
 
 
 def job(folder, index, events):

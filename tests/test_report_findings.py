@@ -6,8 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from fieldrl.reportkit.layout import stylesheet
+from fieldrl.reportkit.numbers import MIN_CASES, with_range
 from fieldrl.reports import front, pdf
-from fieldrl.reports.findings import MIN_CASES, variant_findings
+from fieldrl.reports.findings import masked_for_small_samples, variant_findings
 
 KPIS = [
     {"name": "score", "label": "Score", "unit": "", "higher_is_better": True},
@@ -56,7 +58,7 @@ def summary(n: int, oracle: bool = False, variants: tuple[str, ...] = ("default"
 
 
 def _cells(s: dict[str, Any], stat: str = "mean") -> list[list[str]]:
-    ctx = SimpleNamespace(summary=s, styles=pdf._styles())
+    ctx = SimpleNamespace(summary=s, styles=stylesheet())
     (table,) = pdf.kpi_tables(ctx, next(iter(s["variants"])), stat)
     return [[getattr(c, "text", c) for c in row] for row in table._cellvalues]
 
@@ -149,8 +151,6 @@ def test_unranked_measures_are_never_bold_nor_called_better() -> None:
 
 
 def test_intervals_are_blanked_for_the_domain_pages_below_the_minimum_sample() -> None:
-    from fieldrl.reports.findings import masked_for_small_samples, with_range
-
     few = masked_for_small_samples(summary(n=2))["variants"]["default"]
     assert few["too_few_cases"]
     stats = few["policies"]["agent"]["score"]["mean"]

@@ -15,8 +15,8 @@ from reportlab.lib.units import cm
 from reportlab.platypus import Paragraph, SimpleDocTemplate, Table
 
 from fieldrl.domains import domain_names, get_domain
+from fieldrl.reportkit.layout import PAGE_WIDTH, column_groups, header_overflows, stylesheet, words
 from fieldrl.reports import front, pdf
-from fieldrl.reports.layout import column_groups, header_overflows, words
 
 
 def _stat(value: float, n: int = 20) -> dict[str, Any]:
@@ -65,12 +65,12 @@ def domain_summary(name: str, variants: tuple[str, ...] = ("default",)) -> dict[
 @pytest.mark.parametrize("name", domain_names())
 def test_kpi_tables_never_break_a_header_word(name: str) -> None:
     s = domain_summary(name)
-    ctx = SimpleNamespace(summary=s, styles=pdf._styles())
+    ctx = SimpleNamespace(summary=s, styles=stylesheet())
     for stat in ("mean", "iqm"):
         tables = pdf.kpi_tables(ctx, "default", stat)
         for table in tables:
             assert header_overflows(table) == [], name
-            assert sum(table._colWidths) <= pdf.PAGE_WIDTH + 0.01
+            assert sum(table._colWidths) <= PAGE_WIDTH + 0.01
         shown = [c.text for t in tables for c in t._cellvalues[0][1:]]
         assert len(shown) == len(s["kpis"])  # every KPI once, across the split tables
 
@@ -78,10 +78,10 @@ def test_kpi_tables_never_break_a_header_word(name: str) -> None:
 def test_the_old_fixed_columns_would_break_traffic_headers() -> None:
     """The check itself works: nine traffic KPIs in one page-wide table break words like 'pedestrian'."""
     s = domain_summary("traffic")
-    ctx = SimpleNamespace(summary=s, styles=pdf._styles())
+    ctx = SimpleNamespace(summary=s, styles=stylesheet())
     rows = pdf._kpi_cells(ctx, "default", "mean", s["kpis"])
     first = pdf.POLICY_COLUMN
-    equal = [first] + [(pdf.PAGE_WIDTH - first) / len(s["kpis"])] * len(s["kpis"])  # the old layout
+    equal = [first] + [(PAGE_WIDTH - first) / len(s["kpis"])] * len(s["kpis"])  # the old layout
     cell = ctx.styles["Cell"]
     squeezed = Table([[Paragraph(c, cell) for c in row] for row in rows], colWidths=equal)
     assert {"pedestrian", "Throughput"} <= set(header_overflows(squeezed))
@@ -91,13 +91,13 @@ def test_the_old_fixed_columns_would_break_traffic_headers() -> None:
 @pytest.mark.parametrize("name", ["traffic", "uav"])
 def test_page_one_tables_never_break_a_header_word(name: str) -> None:
     s = domain_summary(name)
-    ctx = SimpleNamespace(summary=s, styles=pdf._styles())
+    ctx = SimpleNamespace(summary=s, styles=stylesheet())
     headlines = front.headline_kpis(s, "default", tuple(get_domain(name).headline_kpis))
-    assert header_overflows(front.headline_table(ctx, "default", headlines, pdf.PAGE_WIDTH)) == []
+    assert header_overflows(front.headline_table(ctx, "default", headlines, PAGE_WIDTH)) == []
     several = SimpleNamespace(
         summary=domain_summary(name, ("level-0", "level-1-monolithic")), styles=ctx.styles
     )
-    assert header_overflows(front.settings_table(several, pdf.PAGE_WIDTH)) == []
+    assert header_overflows(front.settings_table(several, PAGE_WIDTH)) == []
 
 
 def test_column_groups_fit_and_balance() -> None:
@@ -114,7 +114,7 @@ def _page_of(path: Any, text: str) -> int:
 
 
 def test_a_heading_is_never_left_alone_at_the_foot_of_a_page(tmp_path) -> None:
-    styles = pdf._styles()
+    styles = stylesheet()
     body = "FIRST LINE UNDER IT " + "and more words under the heading " * 30
     for filler in range(28, 42):  # the heading crosses the foot of page 1 (alone there at 39 before)
         story: list[Any] = [Paragraph(f"filler line {i}", styles["BodyText"]) for i in range(filler)]

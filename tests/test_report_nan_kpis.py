@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
-from fieldrl.reports import figures, findings, pdf
+from fieldrl.reportkit import figures
+from fieldrl.reportkit.layout import stylesheet
+from fieldrl.reportkit.summary import measured_kpis
+from fieldrl.reports import findings, pdf
 
 NAN = math.nan
 KPIS = [
@@ -79,7 +82,7 @@ def test_findings_skip_a_kpi_that_has_no_value_for_the_compared_policies() -> No
 
 def test_kpi_table_never_marks_an_all_nan_kpi_best() -> None:
     s = summary()
-    ctx = SimpleNamespace(summary=s, styles=pdf._styles())
+    ctx = SimpleNamespace(summary=s, styles=stylesheet())
     for stat in ("mean", "iqm"):
         cells = pdf.kpi_table(ctx, "default", stat)._cellvalues
         share = [row[2].text for row in cells[1:]]
@@ -113,4 +116,4 @@ def test_charts_have_no_panel_for_an_all_nan_kpi(monkeypatch: pytest.MonkeyPatch
     s = summary()
     assert _panel_titles(monkeypatch, lambda: figures.kpi_comparison(s, "default")) == ["Score", "Cost ($)"]
     assert _panel_titles(monkeypatch, lambda: figures.pair_differences(s, 0)) == ["Score", "Cost ($)"]
-    assert [k["name"] for k in figures.measured_kpis(s, "default")] == ["score", "cost"]
+    assert [k["name"] for k in measured_kpis(s, "default")] == ["score", "cost"]

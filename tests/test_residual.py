@@ -19,6 +19,7 @@ from fieldrl.domains.memory.domain import MemoryParams
 from fieldrl.domains.wealth import DOMAIN as WEALTH
 from fieldrl.domains.wealth.params import WealthParams
 from fieldrl.evaluation.runner import run_episodes
+from fieldrl.policies.base import Policy
 from fieldrl.policies.learned import SB3Policy
 from fieldrl.policies.lstm_td3 import LSTMTD3
 from fieldrl.policies.residual import ResidualPolicy, ResidualVecEnv, zero_correction
@@ -34,7 +35,7 @@ def _heuristic(use: str, domain: Any = CHEMO, params: Any = PARAMS) -> Any:
     return spec.build(spec.settings_model(**RULES.get(use, {})), params, use)
 
 
-class Constant:
+class Constant(Policy):
     """A correction policy that always answers ``value``."""
 
     name = "constant correction"

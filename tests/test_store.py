@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+from fieldrl import files
 from fieldrl.errors import FieldrlError
-from fieldrl.evaluation import store
 from fieldrl.evaluation.store import RunFolder
 
 
 def test_atomic_write_keeps_old_file_when_interrupted(tmp_path, monkeypatch):
     target = tmp_path / "report.pdf"
-    store.atomic_write_bytes(target, b"old report")
+    files.atomic_write_bytes(target, b"old report")
 
     def boom(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(store.os, "replace", boom)
+    monkeypatch.setattr(files.os, "replace", boom)
     with pytest.raises(KeyboardInterrupt):
-        store.atomic_write_bytes(target, b"new report that never finishes")
+        files.atomic_write_bytes(target, b"new report that never finishes")
     assert target.read_bytes() == b"old report"
     assert [p.name for p in tmp_path.iterdir()] == ["report.pdf"]  # no temp file left
 

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from fieldrl.cli import app
 from fieldrl.domains import get_domain
 from fieldrl.evaluation.runner import run_episodes
+from fieldrl.policies.base import Policy
 
 
 def pdf_text(path: Path) -> str:
@@ -46,7 +47,7 @@ def test_quick_scenario_runs_and_reports(tmp_path):
     assert (out / "figures" / "taxiway-map-default.png").exists()
 
 
-class _HoldEveryone:
+class _HoldEveryone(Policy):
     name = "hold"
 
     def reset(self, n_envs: int) -> None:

@@ -9,8 +9,8 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecMonitor
 
 from fieldrl.domains import get_domain
-from fieldrl.domains.taxiway.vd_ppo import VDMaskablePPO, VDRolloutBuffer
 from fieldrl.policies.learned import SB3Policy
+from fieldrl.policies.vd_ppo import VDMaskablePPO, VDRolloutBuffer
 
 
 def test_buffer_gives_each_term_its_own_return_and_weights_the_advantages():

@@ -27,7 +27,7 @@ from fieldrl.domains.wealth.heuristics import greedy_goal
 from fieldrl.domains.wealth.params import WealthParams
 from fieldrl.domains.wealth.report import plt, quantile_bands
 from fieldrl.errors import FieldrlError, ScenarioError
-from fieldrl.reports.figures import measured_kpis
+from fieldrl.reportkit.summary import measured_kpis
 from fieldrl.reports.findings import variant_findings
 from fieldrl.reports.pdf import best_policies
 from fieldrl.scenario import load_scenario, parse_scenario, scenario_text

@@ -18,16 +18,21 @@ __version__ = "0.1.0"
 
 _API = ("RunResult", "compare", "evaluate", "load_model", "report", "resume", "run", "train", "validate")
 
-#: Gymnasium ids of fieldrl's single-agent envs -> entry points (imported only on gym.make)
+#: Gymnasium ids of fieldrl's single-agent envs -> entry points (imported only on gym.make;
+#: ``fieldrl/TrafficSignal-v0`` needs the ``traffic`` extra)
 GYM_ENVS = {
     "fieldrl/Chemo-v0": "fieldrl.domains.chemo.env:ChemoEnv",
     "fieldrl/Memory-v0": "fieldrl.domains.memory.env:MemoryEnv",
     "fieldrl/Wealth-v0": "fieldrl.domains.wealth.env:WealthEnv",
+    "fieldrl/TrafficSignal-v0": "fieldrl.domains.traffic.gym_env:SingleSignalEnv",
 }
 
 
 def register_envs() -> None:
-    """Register fieldrl's envs with Gymnasium; done on import, a second call does nothing."""
+    """Register fieldrl's env ids with Gymnasium (string entry points: no domain is imported).
+
+    Done once when ``fieldrl`` is imported, as Gymnasium's own plugins do; a second call does nothing.
+    """
     for env_id, entry_point in GYM_ENVS.items():
         if env_id not in gym.registry:
             gym.register(env_id, entry_point=entry_point)

@@ -24,7 +24,7 @@ import yaml
 from fieldrl.domains import get_domain
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
-from fieldrl.evaluation.backends import BackendUnavailable, check_address, execute
+from fieldrl.evaluation.backends import Backend, BackendUnavailable
 from fieldrl.evaluation.store import RunFolder, library_versions, new_output_folder
 from fieldrl.evaluation.summary import summarize
 from fieldrl.names import slug
@@ -91,23 +91,6 @@ def open_run(run_dir: str | Path) -> tuple[RunFolder, Scenario, dict[str, Any]]:
     if not isinstance(meta, dict):
         raise FieldrlError(f"{folder.path / RUN_FILE}: not the mapping fieldrl writes")
     return folder, scenario, meta
-
-
-@dataclass(frozen=True)
-class Backend:
-    """Where jobs run: ``jobs`` local worker processes, or Ray (``address`` of a cluster, or a
-    local Ray instance with ``jobs`` CPUs when None)."""
-
-    jobs: int = 1
-    name: str = "local"
-    address: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.name == "ray":
-            check_address(self.address)
-
-    def execute(self, func: Any, calls: list[Any], progress: Any, on_result: Any) -> list[Any]:
-        return execute(func, calls, self.jobs, progress, on_result, self.name, self.address)
 
 
 def _backend(jobs: int | Backend) -> Backend:

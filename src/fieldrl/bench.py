@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fieldrl.errors import FieldrlError
-from fieldrl.evaluation.store import atomic_write_bytes
+from fieldrl.files import atomic_write_bytes
 
 SUITE_JSON = "suite.json"
 SUITE_PDF = "benchmarks.pdf"

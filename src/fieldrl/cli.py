@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click.exceptions import UsageError
@@ -141,7 +142,8 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except FieldrlError as exc:
-            complain(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            # the message is escaped: values such as 'fieldrl[rail]' or [1, 2] are not rich markup
+            complain(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
             raise typer.Exit(2) from None
         except Terminated:
             complain(
@@ -456,8 +458,6 @@ EXIT_FAILED_EPISODES = 3
 
 def exit_if_episodes_failed(summary: dict[str, Any]) -> None:
     """A finished run with failed held-out episodes says how many and exits with status 3."""
-    from rich.markup import escape
-
     failed = summary.get("failed_episodes") or []
     if failed:
         complain(
@@ -497,8 +497,6 @@ def main() -> None:
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # `fieldrl` alone
             say(exc.ctx.get_help(), markup=False, highlight=False)
             sys.exit(2)
-        from rich.markup import escape
-
         line = escape(_usage_line(exc))
         complain(f"[bold red]error:[/] {line}", markup=True, soft_wrap=True, highlight=False)
         sys.exit(2)

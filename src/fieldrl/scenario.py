@@ -505,11 +505,11 @@ def _resolve_files(scenario: Scenario, source: str, base: Any) -> Scenario:
     ``base`` is the scenario file's folder (the working folder when there is none), so a run
     folder's snapshot of the result names the same files wherever it is read from.
     """
-    from fieldrl.domains import domain_names, get_domain
+    from fieldrl.domains import domain_names
 
     if scenario.domain not in domain_names():
         return scenario  # refused, by name, with the domain parts
-    domain = get_domain(scenario.domain)
+    domain = _installed_domain(scenario.domain, source)
     if not domain.file_params:
         return scenario
     folder = Path(str(base)) if base is not None else Path.cwd()
@@ -689,8 +689,8 @@ def _construction_problem(
     scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry, budgets: dict[str, Any]
 ) -> tuple[str | None, Any, str] | None:
     """Build the entry's model on a one-env copy of its training env (see ``construction_problem``)."""
-    from fieldrl.evaluation.runner import training_vec_env
     from fieldrl.policies.learned import construction_problem
+    from fieldrl.scenario_checks import training_vec_env
 
     return construction_problem(training_vec_env(scenario, domain, params, entry), entry, budgets)
 
@@ -729,10 +729,20 @@ def _validate_domain_parts(scenario: Scenario, source: str, build: bool = True) 
         SIMULATOR_CHECKS.reset(token)
 
 
+def _installed_domain(name: str, source: str) -> Any:
+    """The registered domain ``name``; a ``ScenarioError`` on ``domain`` when its extra is missing."""
+    from fieldrl.domains import MissingExtraError, get_domain
+
+    try:
+        return get_domain(name)
+    except MissingExtraError as exc:
+        raise ScenarioError(source, "domain", name, exc.advice) from None
+
+
 def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
-    from fieldrl.domains import domain_names, get_domain
-    from fieldrl.domains.base import check_heuristics
+    from fieldrl.domains import domain_names
     from fieldrl.policies.registry import ALGORITHM_NAMES, check_hyperparameters
+    from fieldrl.scenario_checks import check_heuristics
 
     if scenario.domain not in domain_names():
         raise ScenarioError(
@@ -741,7 +751,7 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
             scenario.domain,
             f"unknown domain; allowed: {', '.join(domain_names())}",
         )
-    domain = get_domain(scenario.domain)
+    domain = _installed_domain(scenario.domain, source)
     _validate(domain.params_model, scenario.params, source, "params")
     for name, overrides in scenario.variants.items():
         _validate(domain.params_model, scenario.variant_params(name), source, f"variants.{name}")

@@ -8,6 +8,7 @@ labels, instead of letting every column shrink to "pers…".
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -20,7 +21,8 @@ from rich.text import Text
 
 from fieldrl.errors import FieldrlError
 from fieldrl.estimates import duration_text, overview, workload
-from fieldrl.reports.findings import MIN_CASES, fmt, measured_kpis
+from fieldrl.reportkit.numbers import MIN_CASES, fmt
+from fieldrl.reportkit.summary import measured_kpis
 from fieldrl.scenario import Scenario, builtin_scenarios
 
 #: the learned-policy algorithms of ``fieldrl.policies.registry.ALGORITHMS`` (a test keeps them equal)
@@ -66,15 +68,21 @@ def scenarios_table() -> Table:
     return table
 
 
-def domain_summary(domain: str) -> str:
-    """First sentence of a domain package's docstring, read without importing it."""
-    source = (resources.files("fieldrl") / "domains" / domain / "__init__.py").read_text("utf-8")
-    doc = ast.get_docstring(ast.parse(source)) or ""
+def domain_summary(name: str) -> str:
+    """First sentence of a registered domain module's docstring, read without importing the domain."""
+    from fieldrl.domains import entry_point
+
+    spec = importlib.util.find_spec(entry_point(name).module)
+    if spec is None or spec.origin is None:
+        return ""
+    doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text("utf-8"))) or ""
     return doc.split("\n")[0].rstrip(".")
 
 
 def domains_table() -> Table:
-    """Each domain in one line, and the algorithms a learned policy may use."""
+    """Each registered domain in one line (and the extra it needs, if missing), and the algorithms."""
+    from fieldrl.domains import domain_names, missing_extra
+
     table = Table(
         title="Domains: fieldrl list DOMAIN shows its heuristics and KPIs",
         caption="Algorithms for learned policies: " + ", ".join(ALGORITHM_NAMES),
@@ -82,8 +90,12 @@ def domains_table() -> Table:
     )
     table.add_column("domain", no_wrap=True)
     table.add_column("what it simulates", ratio=1)
-    for d in sorted({name.split("/", 1)[0] for name in builtin_scenarios()}):
-        table.add_row(d, escape(domain_summary(d)))
+    for d in domain_names():
+        summary = domain_summary(d)
+        problem = missing_extra(d)
+        if problem is not None:
+            summary += f" (not installed: {problem.advice.rpartition(': ')[2]})"
+        table.add_row(d, escape(summary))
     return table
 
 

@@ -1,22 +1,35 @@
-"""What every application domain provides to the rest of fieldrl.
+"""What every application domain provides to the rest of fieldrl: the written domain contract.
 
-A domain is a plain object (usually a module-level instance of a ``Domain``
-subclass). Evaluation, training and reports only talk to this interface, so a
-new domain never changes the runner.
+A domain is a plain object (usually a module-level instance of a ``Domain`` subclass). Evaluation,
+training and reports only talk to this interface, so a new domain never changes the runner. Everything
+they use is declared here, with its default: nothing is probed for with ``getattr``.
+
+* :class:`Domain` (generic in its pydantic parameter model ``P``): name, parameters, envs, heuristics,
+  KPIs, the per-episode trace and the report section. A domain holds no state between calls:
+  what ``episode_trace`` needs from the simulators travels in the :class:`EpisodeRecord`.
+* :class:`EvalEnvs`: a fixed batch of held-out episodes stepped in lockstep, as the runner plays them;
+  :class:`LockstepEnvs` is the one lockstep loop (over Gymnasium envs here; over PettingZoo parallel
+  envs in :class:`~fieldrl.domains.multiagent.ParallelLockstepEnvs`).
+* :class:`Settings`: the base of every heuristic's settings model (:class:`NoSettings` for none).
+* Multi-agent domains subclass :class:`~fieldrl.domains.multiagent.ParallelDomain`, which derives their
+  training and evaluation envs from one ``make_parallel_env``.
+
+:func:`fieldrl.testing.check_domain` checks a domain against this contract.
 """
 
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from fieldrl.policies.base import Policy
 
@@ -24,10 +37,15 @@ if TYPE_CHECKING:  # pandas and gymnasium load where they are used: checking a s
     import gymnasium as gym
     import pandas as pd
 
+    from fieldrl.reportkit.context import ReportContext
+
 #: False while a scenario is checked without building anything (``fieldrl validate`` without
 #: ``--build``): params validators then skip the checks that start a simulator (SUMO, Flatland),
 #: which ``run`` and ``validate --build`` still make before anything is written.
 SIMULATOR_CHECKS: ContextVar[bool] = ContextVar("simulator_checks", default=True)
+
+#: a domain's scenario parameter model
+P = TypeVar("P", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -62,20 +80,30 @@ class KPI:
     ranked: bool = True
 
 
+class Settings(BaseModel):
+    """Base of every heuristic's settings model: a scenario's ``settings`` mapping, unknown keys refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class NoSettings(Settings):
+    """No settings."""
+
+
 @dataclass(frozen=True)
 class HeuristicSpec:
     """A named baseline controller and the settings it accepts.
 
-    :param settings_model: pydantic model (``extra="forbid"``) validating the
-        ``settings`` mapping of a scenario's heuristic entry.
+    :param settings_model: a :class:`Settings` model validating the ``settings`` mapping of a
+        scenario's heuristic entry (:class:`NoSettings` for none).
     :param build: ``build(settings, params, name) -> Policy``.
     :param description: one line for ``fieldrl list`` and the report appendix.
     :param oracle: an exact optimiser that knows what no practitioner can (the model, the future): a
         reference, never "the best standard policy"; reports name it as the optimum it is.
     """
 
-    settings_model: type[BaseModel]
-    build: Callable[[BaseModel, BaseModel, str], Policy]
+    settings_model: type[Settings]
+    build: Callable[[Any, Any, str], Policy]
     description: str
     oracle: bool = False
 
@@ -83,13 +111,21 @@ class HeuristicSpec:
 class EvalEnvs(Protocol):
     """A fixed batch of episodes, one per seed, stepped in lockstep without autoreset.
 
-    After an environment finishes, its entries in later steps are ignored by the
-    runner (``active`` mask); implementations may return anything there.
+    After an environment finishes, its entries in later steps are ignored by the runner (``active``
+    mask); implementations may return anything there. A class may subclass this protocol to take the
+    defaults of :meth:`final_extras` and :meth:`close`.
+
+    :ivar n: number of episodes.
+    :ivar initial_info: set by ``reset``: arrays of shape ``(n, ...)`` describing each episode's start
+        (e.g. chemo's initial cell counts); ``episode_kpis`` reads them from ``record.initial_info``.
     """
 
     n: int
+    initial_info: dict[str, np.ndarray]
 
-    def reset(self) -> np.ndarray: ...
+    def reset(self) -> np.ndarray:
+        """Start every episode (each with its own seed); return observations with a leading batch axis."""
+        ...
 
     def step(
         self, actions: np.ndarray
@@ -101,6 +137,22 @@ class EvalEnvs(Protocol):
         """
         ...
 
+    def final_extras(self) -> dict[str, Any]:
+        """What the domain's ``episode_trace`` needs from the simulators beyond the per-step ``info``.
+
+        The runner calls this once every episode has ended, before :meth:`close`, and hands the result
+        over as ``EpisodeRecord.extras`` (rail: each episode's network and train moves, for the map).
+        Default: nothing.
+        """
+        return {}
+
+    def close(self) -> None:
+        """Free the simulators; the runner calls it when the batch ends, also after an error.
+
+        Default: nothing to free.
+        """
+        return None
+
 
 @dataclass
 class EpisodeRecord:
@@ -108,6 +160,9 @@ class EpisodeRecord:
 
     Arrays have shape ``(steps, n, ...)``; ``active[t, i]`` is True while episode
     ``i`` was still running at step ``t`` (including its final step).
+
+    :param extras: what the eval envs handed over once every episode had ended
+        (:meth:`EvalEnvs.final_extras`); domain-specific, read by the domain's ``episode_trace``.
     """
 
     rewards: np.ndarray
@@ -116,6 +171,12 @@ class EpisodeRecord:
     terminated: np.ndarray
     info: dict[str, np.ndarray] = field(default_factory=dict)
     initial_info: dict[str, np.ndarray] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """Number of episodes."""
+        return int(np.shape(self.active)[1])
 
     @property
     def lengths(self) -> np.ndarray:
@@ -125,9 +186,25 @@ class EpisodeRecord:
     def returns(self) -> np.ndarray:
         return np.where(self.active, self.rewards, 0.0).sum(axis=0)
 
+    @property
+    def last_step(self) -> np.ndarray:
+        """Index of each episode's last active step, shape ``(n,)`` (0 for an episode with no steps)."""
+        active = np.asarray(self.active, dtype=bool)
+        if active.shape[0] == 0:
+            return np.zeros(active.shape[1], dtype=np.intp)
+        last = active.shape[0] - 1 - np.argmax(active[::-1], axis=0)
+        return np.where(active.any(axis=0), last, 0)
 
-class Domain:
+    def final(self, key: str, dtype: Any = float) -> np.ndarray:
+        """``info[key]`` at each episode's last active step, shape ``(n, ...)`` (a running total's end)."""
+        return np.asarray(self.info[key], dtype=dtype)[self.last_step, np.arange(self.n)]
+
+
+class Domain(ABC, Generic[P]):
     """Base class for application domains; subclasses fill in the class attributes.
+
+    Declare the parameter model as the type argument and as ``params_model``:
+    ``class ChemoDomain(Domain[ChemoParams]): params_model = ChemoParams``.
 
     :param name: registry name used in scenario files (``domain: chemo``).
     :param title: human title for reports.
@@ -142,13 +219,21 @@ class Domain:
 
     name: str
     title: str
-    params_model: type[BaseModel]
+    params_model: type[P]
     kpis: Sequence[KPI]
     heuristics: dict[str, HeuristicSpec]
     headline_kpis: Sequence[str] = ()
     glossary: dict[str, str] = {}
     #: params fields that name a user's file; a relative path is relative to the scenario file
     file_params: Sequence[str] = ()
+    #: keys of ``info`` (numeric, fixed shape) that the eval envs stack for ``episode_kpis``.
+    info_keys: Sequence[str] = ()
+    #: metrics beyond the KPIs that ``episode_kpis`` returns and that are computation times
+    #: measured on this machine (they differ from run to run, unlike everything else).
+    extra_wall_clock_metrics: Sequence[str] = ()
+    #: held-out episodes the runner plays in one batch of :meth:`make_eval_envs` (fewer where each
+    #: episode holds a heavy simulator; 1 where only one simulation may run per process, as libsumo)
+    eval_batch_size: int = 256
 
     def resolve_files(self, params: dict[str, Any], folder: Path) -> dict[str, Any]:
         """Raw params (or a variant's overrides) with every :attr:`file_params` path made absolute.
@@ -164,7 +249,7 @@ class Domain:
                 resolved[key] = os.path.normpath(Path(folder).absolute() / value)
         return resolved
 
-    def held_out_params(self, params: BaseModel, eval_seeds: Sequence[int]) -> BaseModel:
+    def held_out_params(self, params: P, eval_seeds: Sequence[int]) -> P:
         """``params`` as the held-out evaluation on ``eval_seeds`` (scenario order) uses them.
 
         Default: unchanged. A domain whose held-out cases come from the user (chemo's patient
@@ -173,11 +258,15 @@ class Domain:
         """
         return params
 
-    def make_env(self, params: BaseModel, seed: int | None = None) -> gym.Env:
-        """A single Gymnasium environment (reset it with ``seed`` for reproducibility)."""
-        raise NotImplementedError
+    def make_env(self, params: P, seed: int | None = None) -> gym.Env:
+        """A single-agent Gymnasium environment (reset it with ``seed`` for reproducibility).
 
-    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> Any:
+        Optional for multi-agent domains (:class:`~fieldrl.domains.multiagent.ParallelDomain`), which
+        build PettingZoo parallel envs instead.
+        """
+        raise NotImplementedError(f"the {self.name} domain has no single-agent Gymnasium env")
+
+    def make_train_vec_env(self, params: P, n_envs: int, seed: int) -> Any:
         """A Stable-Baselines3 ``VecEnv`` for training; override where a batched engine pays.
 
         No ``Monitor`` here: training adds one ``VecMonitor`` around whatever this returns.
@@ -188,9 +277,7 @@ class Domain:
         venv.seed(seed)
         return venv
 
-    def make_eval_envs(
-        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
-    ) -> EvalEnvs:
+    def make_eval_envs(self, params: P, seeds: Sequence[int], cases: Sequence[int] | None = None) -> EvalEnvs:
         """One episode per seed, stepped together; override where a batched engine pays.
 
         :param seeds: the env seed of each episode.
@@ -200,41 +287,45 @@ class Domain:
         """
         return LockstepEnvs([self.make_env(params) for _ in seeds], seeds, self.info_keys)
 
-    #: keys of ``info`` (numeric, fixed shape) that ``LockstepEnvs`` stacks for ``episode_kpis``.
-    info_keys: Sequence[str] = ()
-
-    #: metrics beyond the KPIs that ``episode_kpis`` returns and that are computation times
-    #: measured on this machine (they differ from run to run, unlike everything else).
-    extra_wall_clock_metrics: Sequence[str] = ()
-
     def wall_clock_metrics(self) -> set[str]:
         """Names of the result metrics that are machine-dependent computation times."""
         return {k.name for k in self.kpis if k.wall_clock} | set(self.extra_wall_clock_metrics)
 
+    @abstractmethod
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
-        """KPI values for every episode in ``record``: name -> array of shape ``(n,)``."""
-        raise NotImplementedError
+        """KPI values for every episode in ``record``: name -> array of shape ``(n,)``.
+
+        Every KPI in :attr:`kpis` is there; more metrics may be (e.g. the wall-clock ones of
+        :attr:`extra_wall_clock_metrics`).
+        """
 
     def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
-        """Per-step trace of one episode for the report's domain figures (optional)."""
+        """Per-step trace of one episode for the report's domain figures (optional).
+
+        Reads only ``record`` (its ``extras`` hold what the eval envs handed over at the end).
+        """
         import pandas as pd
 
         return pd.DataFrame({"step": np.arange(int(record.lengths[index]))})
 
-    def report_section(self, context: Any) -> list[Any]:
-        """Reportlab flowables with the domain's own figures and findings (optional)."""
+    def report_section(self, context: ReportContext) -> list[Any]:
+        """Reportlab flowables with the domain's own figures and findings (optional).
+
+        :param context: the run's numbers behind accessors, and the means to add figures and text.
+        """
         return []
 
-    def heuristic_problem(self, use: str, params: BaseModel) -> str | None:
+    def heuristic_problem(self, use: str, params: P) -> str | None:
         """Why heuristic ``use`` cannot run with ``params``, in words naming the params field; or None.
 
         For combinations the settings and parameter models cannot see one by one (each is
-        validated on its own); :func:`check_heuristics` asks this for every heuristic entry
-        and variant when a scenario is validated. Default: every heuristic fits every params.
+        validated on its own); :func:`fieldrl.scenario_checks.check_heuristics` asks this for every
+        heuristic entry and variant when a scenario is validated. Default: every heuristic fits every
+        params.
         """
         return None
 
-    def checked_params(self, params: BaseModel) -> Any:
+    def checked_params(self, params: BaseModel) -> P:
         """``params`` if it is this domain's parameter model (a programming error otherwise)."""
         if not isinstance(params, self.params_model):
             raise TypeError(
@@ -249,88 +340,70 @@ class Domain:
         raise KeyError(name)
 
 
-class LockstepEnvs:
-    """Step a list of Gymnasium envs together, one seeded episode each, no autoreset."""
+class LockstepEnvs(EvalEnvs):
+    """Step a list of envs together, one seeded episode each, no autoreset: fieldrl's one lockstep loop.
 
-    def __init__(self, envs: Sequence[gym.Env], seeds: Sequence[int], info_keys: Sequence[str]):
+    This class steps single-agent Gymnasium envs; subclasses change what one episode's reset and step
+    are (:class:`~fieldrl.domains.multiagent.ParallelLockstepEnvs`: PettingZoo parallel envs with agent
+    slots) through :meth:`_reset_episode`, :meth:`_step_episode`, :meth:`_observations` and :meth:`_info`.
+    """
+
+    def __init__(self, envs: Sequence[Any], seeds: Sequence[int], info_keys: Sequence[str]):
         self.envs = list(envs)
         self.seeds = [int(s) for s in seeds]
         self.n = len(self.envs)
         self.info_keys = tuple(info_keys)
+        self.initial_info: dict[str, np.ndarray] = {}
         self._done = np.zeros(self.n, dtype=bool)
-        self._last_obs: list[Any] = []
+        self._last_obs: list[Any] = [None] * self.n
+        self._last_info: list[dict[str, Any]] = [{} for _ in self.envs]
 
-    def _stack_info(self, infos: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
-        return {k: np.stack([np.asarray(i[k], dtype=float) for i in infos]) for k in self.info_keys}
-
+    # -- the loop
     def reset(self) -> np.ndarray:
-        results = [env.reset(seed=s) for env, s in zip(self.envs, self.seeds, strict=True)]
+        for i, (env, seed) in enumerate(zip(self.envs, self.seeds, strict=True)):
+            self._reset_episode(i, env, seed)
         self._done[:] = False
-        self._last_obs = [o for o, _ in results]
-        self.initial_info = self._stack_info([i for _, i in results])
-        self._last_info = [i for _, i in results]
-        return np.stack(self._last_obs)
+        self.initial_info = self._info()
+        return self._observations()
 
-    def step(self, actions: np.ndarray):
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        actions = np.asarray(actions)
         rewards = np.zeros(self.n)
         terminated = np.zeros(self.n, dtype=bool)
         truncated = np.zeros(self.n, dtype=bool)
         for i, env in enumerate(self.envs):
             if self._done[i]:
                 continue
-            obs, r, term, trunc, info = env.step(actions[i])
-            self._last_obs[i], self._last_info[i] = obs, info
-            rewards[i], terminated[i], truncated[i] = r, term, trunc
-            self._done[i] = term or trunc
-        return (
-            np.stack(self._last_obs),
-            rewards,
-            terminated,
-            truncated,
-            self._stack_info(self._last_info),
-        )
+            rewards[i], terminated[i], truncated[i] = self._step_episode(i, env, actions[i])
+            self._done[i] = terminated[i] or truncated[i]
+        return self._observations(), rewards, terminated, truncated, self._info()
 
+    def close(self) -> None:
+        """Close every episode's simulator, even if one fails to close (its error is raised after)."""
+        errors = []
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
-def check_heuristics(scenario: Any, source: str) -> None:
-    """Raise a ``ScenarioError`` for the first heuristic entry its domain refuses with some variant's params.
+    # -- one episode (Gymnasium envs)
+    def _reset_episode(self, i: int, env: Any, seed: int) -> None:
+        self._last_obs[i], self._last_info[i] = env.reset(seed=seed)
 
-    ``scenario`` is a structurally valid :class:`~fieldrl.scenario.Scenario` (params already
-    checked); the error names ``policies.heuristics[i].use``, its value, why, and which
-    heuristics that variant does allow.
-    """
-    from fieldrl.domains import get_domain
-    from fieldrl.errors import ScenarioError
+    def _step_episode(self, i: int, env: Any, action: Any) -> tuple[float, bool, bool]:
+        """Step episode ``i`` (still running) with its action; return ``reward, terminated, truncated``."""
+        obs, reward, terminated, truncated, info = env.step(action)
+        self._last_obs[i], self._last_info[i] = obs, info
+        return reward, terminated, truncated
 
-    domain = get_domain(scenario.domain)
-    for variant in scenario.variant_names:
-        params = domain.params_model.model_validate(scenario.variant_params(variant))
-        for i, entry in enumerate(scenario.policies.heuristics):
-            problem = domain.heuristic_problem(entry.use, params)
-            if problem is None:
-                _check_build(domain, entry, params, source, f"policies.heuristics[{i}]", variant)
-                continue
-            allowed = [h for h in sorted(domain.heuristics) if domain.heuristic_problem(h, params) is None]
-            where = "" if variant == "default" else f" (variant {variant})"
-            raise ScenarioError(
-                source,
-                f"policies.heuristics[{i}].use",
-                entry.use,
-                f"{problem}{where}; heuristics allowed with these params: {', '.join(allowed) or 'none'}",
-            )
+    def _observations(self) -> np.ndarray:
+        return np.stack(self._last_obs)
 
-
-def _check_build(
-    domain: Domain, entry: Any, params: BaseModel, source: str, where: str, variant: str
-) -> None:
-    """Build the heuristic once, so that a setting only its constructor can judge (a portfolio index
-    beyond the frontier, say) is refused at validation rather than in the middle of a run."""
-    from fieldrl.errors import ScenarioError
-
-    spec = domain.heuristics[entry.use]
-    settings = spec.settings_model.model_validate(entry.settings)
-    try:
-        spec.build(settings, params, entry.label)
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
-        shown = f" (variant {variant})" if variant != "default" else ""
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        raise ScenarioError(source, f"{where}.settings", entry.settings, f"{text}{shown}") from None
+    def _info(self) -> dict[str, np.ndarray]:
+        """The :attr:`info_keys` of every episode's latest info, stacked."""
+        return {k: np.stack([np.asarray(i[k], dtype=float) for i in self._last_info]) for k in self.info_keys}

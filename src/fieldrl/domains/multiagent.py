@@ -15,6 +15,8 @@ Multi-agent domains (rail, traffic grids, taxiways, UAVs) expose a PettingZoo
   runner sees observations ``(n_episodes, n_slots, *obs_shape)``, actions
   ``(n_episodes, n_slots)``, the team reward and an episode-level ``info``.
 
+``ParallelDomain`` wires both from a domain's one ``make_parallel_env(params, training)``.
+
 Written here rather than taken from SuperSuit because SuperSuit's
 ``pettingzoo_env_to_vec_env_v1`` needs a fixed agent set and carries no action masks.
 
@@ -30,12 +32,19 @@ Conventions the adapted envs follow:
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
+
+from fieldrl.domains.base import Domain, LockstepEnvs, P
+
+if TYPE_CHECKING:
+    from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
 
 
 def __getattr__(name: str) -> Any:
@@ -99,20 +108,18 @@ def _first_agent_spaces(env: ParallelEnv) -> tuple[spaces.Space, spaces.Space]:
     return env.observation_space(agent), env.action_space(agent)
 
 
-class ParallelLockstepEnvs:
+class ParallelLockstepEnvs(LockstepEnvs):
     """One episode per seed of a parallel env, stepped together (fieldrl's ``EvalEnvs``).
 
-    Observations are ``(n, n_slots, *obs_shape)``, actions ``(n, n_slots)``; the reward of an
-    episode is the sum over its agents. ``envs`` and ``slot_agents(i)`` let centralised
-    heuristics (planners, dispatchers) read the simulators they act on (see
-    ``Policy.bind_envs``).
+    The lockstep loop is :class:`~fieldrl.domains.base.LockstepEnvs`; this class says what one
+    episode's reset and step are. Observations are ``(n, n_slots, *obs_shape)``, actions
+    ``(n, n_slots)``; the reward of an episode is the sum over its agents. ``envs`` and
+    ``slot_agents(i)`` let centralised heuristics (planners, dispatchers) read the simulators they act
+    on (see ``Policy.bind_envs``).
     """
 
     def __init__(self, envs: Sequence[ParallelEnv], seeds: Sequence[int], info_keys: Sequence[str]) -> None:
-        self.envs = list(envs)
-        self.seeds = [int(s) for s in seeds]
-        self.n = len(self.envs)
-        self.info_keys = tuple(info_keys)
+        super().__init__(envs, seeds, info_keys)
         obs_space, act_space = _first_agent_spaces(self.envs[0])
         self.observation_space, self.action_space = obs_space, act_space
         self.n_slots = _max_slots(self.envs[0])
@@ -121,8 +128,6 @@ class ParallelLockstepEnvs:
         n_act = _n_actions(act_space) if self._masked else 1
         self._obs = np.zeros((self.n, self.n_slots, *obs_space.shape), dtype=obs_space.dtype)
         self._masks = np.ones((self.n, self.n_slots, n_act), dtype=bool)
-        self._done = np.zeros(self.n, dtype=bool)
-        self.initial_info: dict[str, np.ndarray] = {}
         #: each episode's per-agent rewards of the last step (what behaviour cloning's returns need)
         self.last_rewards: list[dict[str, float]] = [{} for _ in self.envs]
 
@@ -148,53 +153,69 @@ class ParallelLockstepEnvs:
         rows = [env.episode_info() for env in self.envs]
         return {k: np.asarray([float(r[k]) for r in rows]) for k in self.info_keys}
 
-    def reset(self) -> np.ndarray:
-        for i, (env, seed) in enumerate(zip(self.envs, self.seeds, strict=True)):
-            obs, _ = env.reset(seed=seed)
-            self.maps[i].clear()
-            self.maps[i].update(list(env.agents))
-            self._fill(i, obs)
-        self._done[:] = False
-        self.last_rewards = [{} for _ in self.envs]
-        self.initial_info = self._info()
-        return self._obs.copy()
+    def _reset_episode(self, i: int, env: ParallelEnv, seed: int) -> None:
+        obs, _ = env.reset(seed=seed)
+        self.maps[i].clear()
+        self.maps[i].update(list(env.agents))
+        self._fill(i, obs)
+        self.last_rewards[i] = {}
 
-    def step(self, actions: np.ndarray):
-        actions = np.asarray(actions)
-        rewards = np.zeros(self.n)
-        terminated = np.zeros(self.n, dtype=bool)
-        truncated = np.zeros(self.n, dtype=bool)
-        for i, env in enumerate(self.envs):
-            if self._done[i]:
-                continue
-            chosen = {
-                agent: actions[i, s]
-                for s, agent in enumerate(self.maps[i].agents)
-                if agent is not None and agent in env.agents
-            }
-            obs, rew, term, trunc, _ = env.step(chosen)
-            rewards[i] = float(sum(rew.values()))
-            self.last_rewards[i] = {a: float(r) for a, r in rew.items()}
-            if not env.agents:
-                self._done[i] = True
-                truncated[i] = any(trunc.values())
-                terminated[i] = not truncated[i]
-            else:
-                self.maps[i].update(list(env.agents))
-                self._fill(i, obs)
-        return self._obs.copy(), rewards, terminated, truncated, self._info()
+    def _step_episode(self, i: int, env: ParallelEnv, action: np.ndarray) -> tuple[float, bool, bool]:
+        chosen = {
+            agent: action[s]
+            for s, agent in enumerate(self.maps[i].agents)
+            if agent is not None and agent in env.agents
+        }
+        obs, rew, term, trunc, _ = env.step(chosen)
+        self.last_rewards[i] = {a: float(r) for a, r in rew.items()}
+        reward = float(sum(rew.values()))
+        if not env.agents:  # the episode ended: truncated if any agent was cut off by the time limit
+            truncated = any(trunc.values())
+            return reward, not truncated, truncated
+        self.maps[i].update(list(env.agents))
+        self._fill(i, obs)
+        return reward, False, False
+
+    def _observations(self) -> np.ndarray:
+        return self._obs.copy()
 
     def action_masks(self) -> np.ndarray:
         """``(n, n_slots, n_actions)`` booleans; all True where actions are not masked."""
         return self._masks.copy()
 
-    def close(self) -> None:
-        """Close every episode's simulator, even if one fails to close (its error is raised after)."""
-        errors = []
-        for env in self.envs:
-            try:
-                env.close()
-            except Exception as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+
+class ParallelDomain(Domain[P]):
+    """A multi-agent domain: one PettingZoo parallel env factory gives its training and evaluation envs.
+
+    Subclasses implement :meth:`make_parallel_env`; training then runs on an ``AgentSlotVecEnv`` of
+    such envs (every agent slot one SB3 env, one shared network), evaluation on :attr:`eval_envs_class`
+    (a :class:`ParallelLockstepEnvs`). A domain overrides ``make_train_vec_env`` or ``make_eval_envs``
+    only where its wiring is special (subprocess simulators, extra reward terms).
+    """
+
+    #: the lockstep class evaluation plays (a subclass may record more per step)
+    eval_envs_class: type[ParallelLockstepEnvs] = ParallelLockstepEnvs
+
+    @abstractmethod
+    def make_parallel_env(self, params: P, training: bool = False) -> ParallelEnv:
+        """A fresh PettingZoo parallel env for ``params``.
+
+        :param training: the env is for training (e.g. a curriculum applies), not for held-out episodes.
+        """
+
+    def eval_info_keys(self, params: P) -> Sequence[str]:
+        """The ``episode_info`` keys the eval envs stack (default :attr:`info_keys`)."""
+        return self.info_keys
+
+    def make_train_vec_env(self, params: P, n_envs: int, seed: int) -> AgentSlotVecEnv:
+        from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
+
+        p = self.checked_params(params)
+        return AgentSlotVecEnv([partial(self.make_parallel_env, p, True) for _ in range(n_envs)], seed)
+
+    def make_eval_envs(
+        self, params: P, seeds: Sequence[int], cases: Sequence[int] | None = None
+    ) -> ParallelLockstepEnvs:
+        p = self.checked_params(params)
+        envs = [self.make_parallel_env(p, False) for _ in seeds]
+        return self.eval_envs_class(envs, seeds, self.eval_info_keys(p))

@@ -14,6 +14,7 @@ folder must be on storage every machine mounts at the same path (NFS or similar)
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import queue as queue_module
 import signal
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
+from dataclasses import dataclass
 from multiprocessing.context import SpawnContext, SpawnProcess
 from multiprocessing.managers import SyncManager
 from pathlib import Path
@@ -209,8 +211,8 @@ def _execute_ray(
     try:
         import ray
         from ray.util.queue import Queue
-    except ImportError:  # pragma: no cover - ray is a dependency
-        raise FieldrlError("--backend = 'ray': Ray is not installed (pip install 'ray[default]')") from None
+    except ImportError:  # check_address refused this before anything was written
+        raise FieldrlError(RAY_MISSING) from None
     started_here = not ray.is_initialized()
     if started_here:
         _init_ray(ray, jobs, address)
@@ -247,14 +249,20 @@ _HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0,
 _HTTP2_SETTINGS = 4
 
 
+#: the one line a core install (no ``ray`` extra) answers ``--backend ray`` with
+RAY_MISSING = "--backend = 'ray': Ray is not installed: pip install 'fieldrl[ray]'"
+
+
 def check_address(address: str | None, timeout_s: float = 5.0) -> None:
-    """Fail fast, before anything is written, when ``address`` cannot be a Ray cluster.
+    """Fail fast, before anything is written, when Ray is missing or ``address`` cannot be a Ray cluster.
 
     Ray itself keeps retrying a dead address for minutes, and hangs on one that accepts TCP but
     does not speak its protocol. So: the address must read ``auto``, ``host:port`` or
     ``ray://host:port``; something must answer there within ``timeout_s``; and it must answer an
     HTTP/2 greeting as a gRPC server does (skipped where Ray uses TLS, ``RAY_USE_TLS=1``).
     """
+    if importlib.util.find_spec("ray") is None:
+        raise BackendUnavailable(RAY_MISSING)
     if address is None or address == "auto":
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
@@ -347,3 +355,21 @@ def _drain_ray(events: Any, on_event: Callable[[Event], None]) -> None:
             on_event(events.get_nowait())
         except Empty:
             return
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where jobs run: ``jobs`` local worker processes, or Ray (``address`` of a cluster, or a
+    local Ray instance with ``jobs`` CPUs when None). Ray's availability and the address are
+    checked when it is made, before anything is written."""
+
+    jobs: int = 1
+    name: str = "local"
+    address: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.name == "ray":
+            check_address(self.address)
+
+    def execute(self, func: Any, calls: list[Any], progress: Any, on_result: Any) -> list[Any]:
+        return execute(func, calls, self.jobs, progress, on_result, self.name, self.address)

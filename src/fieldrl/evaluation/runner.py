@@ -20,12 +20,13 @@ import numpy as np
 import pandas as pd
 
 from fieldrl.domains import get_domain
-from fieldrl.domains.base import Domain, EpisodeRecord
+from fieldrl.domains.base import Domain, EpisodeRecord, EvalEnvs
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.names import slug
 from fieldrl.policies.base import Policy
 from fieldrl.scenario import HeuristicEntry, LearnedEntry, Scenario
+from fieldrl.scenario_checks import entry_of, heuristic_policy, training_vec_env
 
 HEURISTIC_TRAIN_SEED = -1  # heuristics are not trained; their rows carry this train_seed
 RESULT_COLUMNS = [
@@ -87,7 +88,7 @@ def run_episodes(
         re-run one episode at a time on fresh environments, an episode that still fails gets
         NaN KPIs, and ``(index in seeds, reason)`` is appended here. If None, errors propagate.
     """
-    batch = int(getattr(domain, "eval_batch_size", 256))
+    batch = int(domain.eval_batch_size)
     kpis: dict[str, list[np.ndarray]] = {}
     trace = None
     for start in range(0, len(seeds), batch):
@@ -163,18 +164,15 @@ def _one_at_a_time(
 
 
 @contextmanager
-def _closed_after(envs: Any) -> Iterator[None]:
+def _closed_after(envs: EvalEnvs) -> Iterator[None]:
     """Close ``envs`` when the block ends; if the block failed, its error wins over one from closing."""
-    close = getattr(envs, "close", None)
     try:
         yield
     except BaseException:
-        if close is not None:
-            with suppress(Exception):
-                close()
+        with suppress(Exception):
+            envs.close()
         raise
-    if close is not None:
-        close()
+    envs.close()
 
 
 def _run_batch(
@@ -185,13 +183,11 @@ def _run_batch(
         return _play(envs, policy, len(seeds))
 
 
-def _play(envs: Any, policy: Policy, n: int) -> EpisodeRecord:
+def _play(envs: EvalEnvs, policy: Policy, n: int) -> EpisodeRecord:
     """Step ``n`` episodes of ``envs`` with ``policy`` until every one has ended."""
     obs = envs.reset()
     policy.reset(n)
-    bind = getattr(policy, "bind_envs", None)
-    if bind is not None:
-        bind(envs)
+    policy.bind_envs(envs)
     episode_start = np.ones(n, dtype=bool)
     active = np.ones(n, dtype=bool)
     rewards, actions, actives, terms = [], [], [], []
@@ -213,7 +209,8 @@ def _play(envs: Any, policy: Policy, n: int) -> EpisodeRecord:
         active=np.stack(actives),
         terminated=np.stack(terms),
         info={k: np.stack(v) for k, v in infos.items()},
-        initial_info=dict(getattr(envs, "initial_info", {}) or {}),
+        initial_info=dict(envs.initial_info),
+        extras=envs.final_extras(),
     )
 
 
@@ -271,13 +268,6 @@ def _context(scenario_data: dict[str, Any], variant: str) -> tuple[Scenario, Dom
     return scenario, domain, params
 
 
-def _entry(scenario: Scenario, label: str) -> HeuristicEntry | LearnedEntry:
-    for entry in [*scenario.policies.heuristics, *scenario.policies.learned]:
-        if entry.label == label:
-            return entry
-    raise KeyError(label)
-
-
 def demonstration_seeds(scenario: Scenario, seed: int, episodes: int) -> list[int]:
     """Seeds of a warm start's demonstrations: training seed ``seed`` onwards, skipping held-out
     and validation ones."""
@@ -311,30 +301,6 @@ def primary_kpi(scenario: Scenario, domain: Domain) -> Any:
     return domain.kpi(scenario.report.primary_kpi or domain.kpis[0].name)
 
 
-def _heuristic_policy(scenario: Scenario, domain: Domain, params: Any, label: str) -> Policy:
-    entry = _entry(scenario, label)
-    assert isinstance(entry, HeuristicEntry)
-    spec = domain.heuristics[entry.use]
-    return spec.build(spec.settings_model.model_validate(entry.settings), params, entry.label)
-
-
-def training_vec_env(
-    scenario: Scenario, domain: Domain, params: Any, entry: LearnedEntry
-) -> Callable[[int, int], Any]:
-    """``(n_envs, seed) -> VecEnv`` the entry trains on (wrapped for residual entries)."""
-    if entry.residual is None:
-        return partial(domain.make_train_vec_env, params)
-    from fieldrl.policies.residual import ResidualVecEnv
-
-    residual = entry.residual
-
-    def make(n_envs: int, seed: int) -> Any:
-        heuristic = _heuristic_policy(scenario, domain, params, residual.heuristic)
-        return ResidualVecEnv(domain.make_train_vec_env(params, n_envs, seed), heuristic, residual.scale)
-
-    return make
-
-
 def evaluation_wrapper(
     scenario: Scenario, domain: Domain, params: Any, entry: LearnedEntry
 ) -> Callable[[Any], Policy] | None:
@@ -347,7 +313,7 @@ def evaluation_wrapper(
     space = _action_space(domain, params)  # the heuristic's (the network's is the correction's)
 
     def wrap(learned: Any) -> Policy:
-        heuristic = _heuristic_policy(scenario, domain, params, residual.heuristic)
+        heuristic = heuristic_policy(scenario, domain, params, residual.heuristic)
         return ResidualPolicy(entry.label, heuristic, learned, residual.scale, space.low, space.high)
 
     return wrap
@@ -368,14 +334,12 @@ def _demonstrations(
     from fieldrl.policies.imitation import collect
 
     assert entry.imitate is not None
-    policy = _heuristic_policy(scenario, domain, params, entry.imitate.heuristic)
+    policy = heuristic_policy(scenario, domain, params, entry.imitate.heuristic)
     envs = domain.make_eval_envs(params, demonstration_seeds(scenario, seed, entry.imitate.episodes))
     try:
         return collect(envs, policy, gamma)
     finally:
-        close = getattr(envs, "close", None)
-        if close is not None:
-            close()
+        envs.close()
 
 
 def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, events: Any) -> list[str]:
@@ -383,7 +347,7 @@ def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, ev
     from fieldrl.policies.learned import train_model
 
     scenario, domain, params = _context(scenario_data, job.variant)
-    entry = _entry(scenario, job.policy)
+    entry = entry_of(scenario, job.policy)
     assert isinstance(entry, LearnedEntry)
     folder = RunFolder(run_dir)
     rel = model_dir(job.variant, job.policy, job.seed)
@@ -456,7 +420,7 @@ def build_policy(
     hashes: dict[str, str],
     trust: bool = False,
 ) -> Policy:
-    entry = _entry(scenario, job.policy)
+    entry = entry_of(scenario, job.policy)
     if isinstance(entry, HeuristicEntry):
         spec = domain.heuristics[entry.use]
         return spec.build(spec.settings_model.model_validate(entry.settings), params, entry.label)
@@ -518,9 +482,9 @@ def check_learned_models(
         key = (job.variant, job.policy)
         if key not in models:
             scenario, domain, params = _context(scenario_data, job.variant)
-            venv = training_vec_env(scenario, domain, params, _entry(scenario, job.policy))(1, 0)
+            venv = training_vec_env(scenario, domain, params, entry_of(scenario, job.policy))(1, 0)
             try:
-                models[key] = build_model(_entry(scenario, job.policy), venv, seed=0)
+                models[key] = build_model(entry_of(scenario, job.policy), venv, seed=0)
             finally:
                 venv.close()
         weights.load_into(models[key], weights.read_weights(model_path), str(model_path))

@@ -1,6 +1,6 @@
 """The run folder: atomic writes and a SHA-256 manifest of every artifact.
 
-Everything fieldrl writes goes through :func:`atomic_write_bytes` (temp file in
+Everything fieldrl writes goes through :func:`fieldrl.files.atomic_write_bytes` (temp file in
 the same folder, fsync, ``os.replace``), so an interrupted run never leaves a
 half-written results file, model or PDF: the old file stays until the new one
 is complete. The manifest is what makes model files safe to load: SB3 zips
@@ -17,7 +17,6 @@ import io
 import json
 import os
 import platform
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
@@ -27,54 +26,13 @@ from typing import Any
 import pandas as pd
 
 from fieldrl.errors import FieldrlError
-from fieldrl.processes import orphaned
+from fieldrl.files import atomic_write_bytes, sha256_of
 
 MANIFEST = "manifest.json"
 #: held (``flock``) by the one process writing a run folder; not part of the manifest
 LOCK_FILE = ".fieldrl.lock"
 
 _held_locks: dict[Path, list[int]] = {}  # lock file -> [fd, depth]: the locks this process holds
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-FILE_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp alone makes files private (0600)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` all at once or not at all; the previous file stays intact on failure.
-
-    A full disk or a permission problem ends as a :class:`FieldrlError` naming the file.
-    """
-    tmp: str | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, FILE_MODE)
-        if orphaned():  # a worker whose run ended (killed): its files are no longer its to write
-            Path(tmp).unlink(missing_ok=True)
-            os._exit(1)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        reason = exc.strerror or type(exc).__name__
-        raise FieldrlError(
-            f"{path}: cannot write ({reason}); files written before are intact — free space or fix "
-            "permissions, then resume with `fieldrl run --resume RUN_DIR`"
-        ) from None
-    except BaseException:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def new_output_folder(out: str | Path | None, root: str, stem: str) -> Path:
@@ -87,14 +45,6 @@ def new_output_folder(out: str | Path | None, root: str, stem: str) -> Path:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise FieldrlError(f"--out = {str(path)!r}: already exists and is not empty; choose a new folder")
     return path
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def library_versions() -> dict[str, str]:

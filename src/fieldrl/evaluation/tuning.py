@@ -32,9 +32,11 @@ import yaml
 
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
-from fieldrl.evaluation.store import atomic_write_bytes, new_output_folder
+from fieldrl.evaluation.store import new_output_folder
+from fieldrl.files import atomic_write_bytes
 from fieldrl.progress import JobProgress
 from fieldrl.scenario import LearnedEntry, Scenario, budget_name, load_scenario, parse_scenario
+from fieldrl.scenario_checks import entry_of, training_vec_env
 
 DB_FILE = "study.db"
 SETTINGS_FILE = "tuning.json"
@@ -101,7 +103,7 @@ def _space(entry: LearnedEntry, keep: tuple[str, ...]) -> dict[str, Any]:
 
 def _width(scenario: Scenario, variant: str, entry: LearnedEntry) -> int:
     _, domain, params = runner._context(scenario.model_dump(mode="json"), variant)
-    venv = runner.training_vec_env(scenario, domain, params, entry)(1, 0)
+    venv = training_vec_env(scenario, domain, params, entry)(1, 0)
     try:
         return int(venv.num_envs)
     finally:
@@ -201,7 +203,7 @@ def _pruner(steps: int) -> Any:
 
 
 def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
-    from fieldrl.api import Backend
+    from fieldrl.evaluation.backends import Backend
 
     optuna = _optuna()
     backend = backend if backend is not None else Backend()
@@ -212,7 +214,7 @@ def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
     result = TuningResult(folder)
     data = scenario.model_dump(mode="json")
     for label in settings["policies"]:
-        entry = runner._entry(scenario, label)
+        entry = entry_of(scenario, label)
         assert isinstance(entry, LearnedEntry)
         steps = int(settings["train_steps"] or entry.train_steps)
         name = study_name(scenario, variant, label)
@@ -291,7 +293,7 @@ def study_worker(
 
     optuna = _optuna()
     scenario, _, _ = runner._context(scenario_data, variant)
-    entry = runner._entry(scenario, label)
+    entry = entry_of(scenario, label)
     assert isinstance(entry, LearnedEntry)
     trials = int(settings["trials"])
     steps = int(settings["train_steps"] or entry.train_steps)
@@ -368,7 +370,7 @@ def run_trial(
     from fieldrl.policies.weights import record_of
 
     scenario, domain, params = runner._context(scenario_data, variant)
-    base = runner._entry(scenario, job.policy)
+    base = entry_of(scenario, job.policy)
     assert isinstance(base, LearnedEntry)
     entry = base.model_copy(
         update={
@@ -395,7 +397,7 @@ def run_trial(
     try:
         with tempfile.TemporaryDirectory(prefix="fieldrl-trial-") as tmp:
             artifacts = train_model(
-                runner.training_vec_env(scenario, domain, params, entry),
+                training_vec_env(scenario, domain, params, entry),
                 entry,
                 job.seed,
                 Path(tmp),

@@ -7,7 +7,7 @@ patients, and lets a heuristic be a few numpy lines.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -16,10 +16,7 @@ import numpy as np
 class Policy(Protocol):
     """A controller that maps a batch of observations to a batch of actions.
 
-    Optional hook: ``bind_envs(envs)``. If a policy has it, the evaluation runner calls it
-    with the domain's ``EvalEnvs`` right after ``reset``, before the first ``act``. Centralised
-    heuristics (a rail dispatcher, a taxiway planner) read the simulators they plan for through
-    it, and masked learned policies read ``envs.action_masks()``.
+    Subclass it to take the default :meth:`bind_envs` (nothing to bind); every fieldrl policy does.
 
     :param name: label used in results and reports.
     """
@@ -29,6 +26,16 @@ class Policy(Protocol):
     def reset(self, n_envs: int) -> None:
         """Forget all per-episode memory and prepare for ``n_envs`` parallel episodes."""
         ...
+
+    def bind_envs(self, envs: Any) -> None:
+        """Called by the evaluation runner with the domain's ``EvalEnvs`` right after ``reset``, before
+        the first ``act``.
+
+        Centralised heuristics (a rail dispatcher, a taxiway planner) read the simulators they plan
+        for through it, and masked learned policies read ``envs.action_masks()``. Default: nothing
+        (a policy that decides from its observations alone).
+        """
+        return None
 
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
         """Return actions for every environment in the batch.

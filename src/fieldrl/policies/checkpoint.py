@@ -48,7 +48,7 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
-from fieldrl.evaluation.store import atomic_write_bytes
+from fieldrl.files import atomic_write_bytes
 from fieldrl.policies import weights
 
 META = "checkpoint.json"

@@ -125,7 +125,7 @@ def collect(envs: Any, policy: Any, gamma: float) -> Demonstrations:
     envs return them (e.g. the wealth domain's ``ProblemObs``) and are stored as plain arrays.
 
     :param envs: the evaluation envs, freshly built (they are reset here).
-    :param policy: a fieldrl ``Policy``; ``bind_envs(envs)`` is called if it has one.
+    :param policy: a fieldrl ``Policy``; ``bind_envs(envs)`` is called after ``reset``.
     :param gamma: discount of the returns-to-go (use the learner's ``gamma``).
     """
     if hasattr(envs, "slot_agents") and hasattr(envs, "last_rewards"):
@@ -134,9 +134,7 @@ def collect(envs: Any, policy: Any, gamma: float) -> Demonstrations:
 
 
 def _bind(policy: Any, envs: Any) -> None:
-    bind = getattr(policy, "bind_envs", None)
-    if bind is not None:
-        bind(envs)
+    policy.bind_envs(envs)
 
 
 def _collect_single(envs: Any, policy: Any, gamma: float) -> Demonstrations:

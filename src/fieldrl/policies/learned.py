@@ -25,6 +25,7 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
 from fieldrl.policies import checkpoint, memory_guard, weights
+from fieldrl.policies.base import Policy
 from fieldrl.policies.registry import ALGORITHMS, algorithm_parameters, build_kwargs
 from fieldrl.policies.selection import SelectionState, Validation, ValidationSelector, norm_stats
 from fieldrl.policies.weights import UpdateCounter
@@ -288,7 +289,7 @@ def normalize_obs(obs: np.ndarray, norm: dict[str, Any] | None) -> np.ndarray:
     return np.clip((obs - mean) / np.sqrt(var + norm["epsilon"]), -clip, clip).astype(np.float32)
 
 
-class SB3Policy:
+class SB3Policy(Policy):
     """A trained SB3 model behind the batched Policy protocol.
 
     LSTM state is carried for recurrent models. For multi-agent domains (observations

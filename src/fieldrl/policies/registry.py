@@ -29,9 +29,9 @@ def _algorithms() -> dict[str, Any]:
     import sb3_contrib
     import stable_baselines3 as sb3
 
-    from fieldrl.domains.taxiway.vd_ppo import VDMaskablePPO
     from fieldrl.policies.independent import IndependentPPO
     from fieldrl.policies.lstm_td3 import LSTMTD3
+    from fieldrl.policies.vd_ppo import VDMaskablePPO
 
     return {
         "a2c": sb3.A2C,

@@ -115,7 +115,7 @@ class ResidualVecEnv(VecEnvWrapper):
         return obs, rewards, dones, infos
 
 
-class ResidualPolicy:
+class ResidualPolicy(Policy):
     """Evaluate ``heuristic + correction``: the same arithmetic as :class:`ResidualVecEnv`, as a ``Policy``.
 
     :param name: label used in results and reports.
@@ -145,9 +145,7 @@ class ResidualPolicy:
 
     def bind_envs(self, envs: Any) -> None:
         for policy in (self.heuristic, self.learned):
-            bind = getattr(policy, "bind_envs", None)
-            if bind is not None:
-                bind(envs)
+            policy.bind_envs(envs)
 
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
         h = np.asarray(self.heuristic.act(obs, episode_start), dtype=np.float64)

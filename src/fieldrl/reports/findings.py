@@ -1,5 +1,7 @@
 """Plain-words findings from ``summary.json``: what a stakeholder reads first.
 
+Part of the PDF assembler; the words for single numbers (:func:`~fieldrl.reportkit.numbers.fmt`,
+:func:`~fieldrl.reportkit.numbers.with_range`) are in the report kit, which the domains' pages use too.
 The sentences are built from the paired comparison (best learned vs best heuristic
 on the same held-out seeds) and say "did worse" when the learned policy did worse.
 """
@@ -9,54 +11,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-#: fewest held-out cases (evaluation seeds) for a confidence interval or a "beat it n % of the time":
-#: below it a bootstrap over cases says nothing, so the report says "too few held-out cases to compare"
-MIN_CASES = 5
-
-
-def finite(value: Any) -> bool:
-    """A number that is not None, NaN or infinite."""
-    return value is not None and math.isfinite(value)
-
-
-def measured_kpis(summary: dict[str, Any], variant: str, stat: str = "mean") -> list[dict[str, Any]]:
-    """The KPIs with a value for at least one policy in ``variant``.
-
-    A KPI that is NaN for every policy (one that does not apply in this setting, e.g. a
-    share of an optimum that does not exist) has nothing to chart and no best policy.
-    """
-    policies = summary["variants"][variant]["policies"].values()
-    return [k for k in summary["kpis"] if any(finite(p[k["name"]][stat]["value"]) for p in policies)]
-
-
-def fmt(value: float) -> str:
-    """Three significant digits, without scientific notation for the tiny values KPIs produce."""
-    if value != value:  # NaN
-        return "n/a"
-    if value == 0 or abs(value) >= 0.01:
-        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-    return "≈0"
+from fieldrl.reportkit.numbers import MIN_CASES, fmt, pct, too_few
+from fieldrl.reportkit.summary import cases, ranked
 
 
 def label(kpi: dict[str, Any]) -> str:
     """KPI label inside a sentence: lower-case first letter unless it starts an acronym."""
     text = kpi["label"]
     return text if text[1:2].isupper() else text[:1].lower() + text[1:]
-
-
-def ranked(kpi: dict[str, Any]) -> bool:
-    """Whether "best", "better" and "worse" apply to this KPI (not a computation time, not a trade-off)."""
-    return bool(kpi.get("ranked", True)) and not kpi.get("wall_clock")
-
-
-def cases(entry: dict[str, Any], *policies: str) -> int:
-    """Held-out cases (evaluation seeds) behind the policies' numbers: the fewest of any of them."""
-    counts = [next(iter(entry["policies"][p].values())).get("n_eval_seeds", 0) for p in policies]
-    return min(counts, default=0)
-
-
-def too_few(n: int) -> str:
-    return f"too few held-out cases to compare ({n}; a confidence interval needs at least {MIN_CASES})"
 
 
 def oracle_lines(summary: dict[str, Any], variant: str) -> list[str]:
@@ -74,13 +36,6 @@ def oracle_lines(summary: dict[str, Any], variant: str) -> list[str]:
                 f"reach, not a standard policy): {fmt(value)}{unit} on {label(primary)}."
             )
     return lines
-
-
-def with_range(stat: dict[str, float], unit: str = "") -> str:
-    """``12.3 % [10.1, 14.5]``, or ``12.3 %`` where there is no interval (too few held-out cases)."""
-    if not finite(stat.get("low")):
-        return f"{fmt(stat['value'])}{unit}"
-    return f"{fmt(stat['value'])}{unit} [{fmt(stat['low'])}, {fmt(stat['high'])}]"
 
 
 def masked_for_small_samples(summary: dict[str, Any]) -> dict[str, Any]:
@@ -117,15 +72,6 @@ def masked_for_small_samples(summary: dict[str, Any]) -> dict[str, Any]:
         ]
         variants[name] = entry
     return {**summary, "variants": variants}
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 case``, ``2 cases``; ``many`` for irregular plurals (``policy`` -> ``policies``)."""
-    return f"{n} {word if n == 1 else many or word + 's'}"
-
-
-def pct(value: float) -> str:
-    return f"{value:+.0f} %" if abs(value) >= 10 else f"{value:+.2g} %"
 
 
 def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, base: float, scale: float):

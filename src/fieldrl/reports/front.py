@@ -2,35 +2,25 @@
 
 One verdict sentence on the measures the domain's stakeholder reads first (``Domain.headline_kpis``),
 one small table of the best standard policy against the best learned one, one chart, then the terms
-used. Every count in it comes from what was run; below :data:`~fieldrl.reports.findings.MIN_CASES`
+used. Every count in it comes from what was run; below :data:`~fieldrl.reportkit.numbers.MIN_CASES`
 held-out cases nothing is called better or worse.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from xml.sax.saxutils import escape
 
 from reportlab.lib import colors
 from reportlab.lib.units import cm
 from reportlab.platypus import Paragraph, Table, TableStyle
 
-from fieldrl.reports import figures
-from fieldrl.reports.findings import (
-    MIN_CASES,
-    _change,
-    _scale,
-    cases,
-    fmt,
-    label,
-    measured_kpis,
-    plural,
-    ranked,
-)
-from fieldrl.reports.layout import CELL_PADDING, min_column_width, spread
-
-if TYPE_CHECKING:
-    from fieldrl.reports.pdf import ReportContext
+from fieldrl.reportkit import figures
+from fieldrl.reportkit.context import ReportContext
+from fieldrl.reportkit.layout import CELL_PADDING, min_column_width, spread
+from fieldrl.reportkit.numbers import MIN_CASES, fmt, plural
+from fieldrl.reportkit.summary import cases, measured_kpis, ranked
+from fieldrl.reports.findings import _change, _scale, label
 
 #: the chart on page 1 shows at most this many measures, and is at most this tall
 CHART_KPIS = 4

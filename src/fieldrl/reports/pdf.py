@@ -4,6 +4,10 @@ Order follows what a stakeholder needs: the finding in plain words first, then t
 KPI table with units and confidence intervals, the comparison chart, learning
 curves, the domain's own figures, and an appendix with everything needed to
 reproduce the numbers.
+
+This is the assembler: it sits above evaluation (it reads the run folder and may re-summarise
+results). The domains' own pages are built from the report kit below them
+(:class:`fieldrl.reportkit.context.ReportContext`, which this module fills in).
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import io
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
@@ -19,12 +22,9 @@ from xml.sax.saxutils import escape
 import pandas as pd
 import yaml
 from reportlab.lib import colors
-from reportlab.lib.pagesizes import A4
-from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
 from reportlab.lib.units import cm
 from reportlab.platypus import (
     CondPageBreak,
-    Image,
     KeepTogether,
     ListFlowable,
     ListItem,
@@ -39,72 +39,23 @@ from reportlab.platypus import (
 from fieldrl.domains import get_domain
 from fieldrl.domains.base import Domain
 from fieldrl.evaluation.store import RunFolder
-from fieldrl.names import slug
-from fieldrl.reports import figures, findings, front
-from fieldrl.reports.findings import (
-    MIN_CASES,
-    cases,
-    fmt,
-    masked_for_small_samples,
-    pair_findings,
-    plural,
-    ranked,
-    variant_findings,
+from fieldrl.reportkit import figures
+from fieldrl.reportkit.context import ReportContext
+from fieldrl.reportkit.layout import (
+    CELL_PADDING,
+    MARGIN,
+    PAGE_SIZE,
+    PAGE_WIDTH,
+    column_groups,
+    min_column_width,
+    spread,
+    stylesheet,
 )
-from fieldrl.reports.layout import CELL_PADDING, column_groups, min_column_width, spread
+from fieldrl.reportkit.numbers import MIN_CASES, fmt, plural, too_few
+from fieldrl.reportkit.summary import cases, measured_kpis, ranked
+from fieldrl.reports import front
+from fieldrl.reports.findings import masked_for_small_samples, pair_findings, variant_findings
 from fieldrl.scenario import Scenario, budget_name
-
-PAGE_WIDTH = A4[0] - 4 * cm
-
-
-@dataclass
-class ReportContext:
-    """What a domain's ``report_section`` may use to add its own pages."""
-
-    folder: RunFolder
-    scenario: Scenario
-    domain: Domain
-    summary: dict[str, Any]
-    results: pd.DataFrame
-    traces: pd.DataFrame
-    styles: Any
-    colors: dict[str, str]
-    figure_files: list[str] = field(default_factory=list)
-
-    def figure(
-        self, name: str, png: bytes, width: float = PAGE_WIDTH, max_height: float | None = None
-    ) -> Image:
-        """Save ``png`` under figures/ and return it as a flowable scaled to ``width`` (narrower where
-        it would be taller than ``max_height``)."""
-        rel = f"figures/{slug(name)}.png"
-        self.folder.write_bytes(rel, png, record=False)
-        self.figure_files.append(rel)
-        return _image(png, width, max_height)
-
-    def para(self, text: str, style: str = "BodyText") -> Paragraph:
-        return Paragraph(escape(text), self.styles[style])
-
-
-def _image(png: bytes, width: float, max_height: float | None = None) -> Image:
-    from reportlab.lib.utils import ImageReader
-
-    w, h = ImageReader(io.BytesIO(png)).getSize()
-    if max_height is not None and width * h / w > max_height:
-        width = max_height * w / h
-    return Image(io.BytesIO(png), width=width, height=width * h / w)
-
-
-def _styles() -> Any:
-    styles = getSampleStyleSheet()
-    styles.add(ParagraphStyle("Finding", parent=styles["BodyText"], fontSize=10.5, leading=14))
-    styles.add(ParagraphStyle("Small", parent=styles["BodyText"], fontSize=8, leading=10))
-    styles["Code"].fontSize, styles["Code"].leading = 6.5, 7.5
-    styles.add(ParagraphStyle("Cell", parent=styles["BodyText"], fontSize=7.5, leading=9))
-    styles.add(ParagraphStyle("Verdict", parent=styles["BodyText"], fontSize=11, leading=14, spaceAfter=3))
-    styles.add(ParagraphStyle("Term", parent=styles["Small"], leftIndent=10, bulletIndent=2, spaceAfter=1))
-    for name in ("Heading1", "Heading2", "Heading3"):
-        styles[name].keepWithNext = 1  # a heading never ends a page without its first paragraph or table
-    return styles
 
 
 def _learning_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.DataFrame:
@@ -331,7 +282,7 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
         traces=folder.read_parquet("traces.parquet")
         if "traces.parquet" in folder.hashes()
         else pd.DataFrame(),
-        styles=_styles(),
+        styles=stylesheet(),
         colors=figures.policy_colors(summary["policies"]),
     )
     title = scenario.report.title or f"{domain.title}: {scenario.name}"
@@ -351,9 +302,9 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
     buffer = io.BytesIO()
     doc = SimpleDocTemplate(
         buffer,
-        pagesize=A4,
-        leftMargin=2 * cm,
-        rightMargin=2 * cm,
+        pagesize=PAGE_SIZE,
+        leftMargin=MARGIN,
+        rightMargin=MARGIN,
         topMargin=1.6 * cm,
         bottomMargin=1.6 * cm,
         title=title,
@@ -599,7 +550,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
         ),
     ]
     story: list[Any] = [KeepTogether(head), *rest]
-    n_kpis = len(figures.measured_kpis(ctx.summary, variant))
+    n_kpis = len(measured_kpis(ctx.summary, variant))
     png = figures.kpi_comparison(ctx.summary, variant, ncols=4 if n_kpis > 6 else 3)
     chart = ctx.figure(f"kpis-{variant}", png, max_height=CHART_HEIGHT)
     story.append(KeepTogether([Paragraph(f"Comparison chart{suffix}", styles["Heading3"]), chart]))
@@ -644,7 +595,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
 
 def _not_measured_text(summary: dict[str, Any], variant: str) -> str:
     """A note on KPIs without a value for any policy in ``variant`` (n/a column, no chart panel)."""
-    measured = {k["name"] for k in figures.measured_kpis(summary, variant)}
+    measured = {k["name"] for k in measured_kpis(summary, variant)}
     missing = [k["label"] for k in summary["kpis"] if k["name"] not in measured]
     if not missing:
         return ""
@@ -660,8 +611,8 @@ def _comparison_pages(ctx: ReportContext) -> list[Any]:
         png = figures.pair_differences(ctx.summary, index)
         heading = f"{escape(pair.policy)} against {escape(pair.baseline)}"
         entries = ctx.summary["variants"].values()
-        n = min((findings.cases(e, pair.policy, pair.baseline) for e in entries), default=0)
-        if n >= findings.MIN_CASES:
+        n = min((cases(e, pair.policy, pair.baseline) for e in entries), default=0)
+        if n >= MIN_CASES:
             caption = (
                 "Difference on the same held-out cases (policy minus baseline) in every setting, "
                 "with 95 % confidence intervals; an interval crossing 0 means no clear difference."
@@ -669,7 +620,7 @@ def _comparison_pages(ctx: ReportContext) -> list[Any]:
         else:
             caption = (
                 "Difference on the same held-out cases (policy minus baseline) in every setting: mean "
-                f"differences only, {findings.too_few(n)}; they show the pipeline, not a difference."
+                f"differences only, {too_few(n)}; they show the pipeline, not a difference."
             )
         story.append(
             KeepTogether(
@@ -686,7 +637,7 @@ def _comparison_pages(ctx: ReportContext) -> list[Any]:
 def _footer(canvas: Any, doc: Any) -> None:
     canvas.saveState()
     canvas.setFont("Helvetica", 7)
-    canvas.drawRightString(A4[0] - 2 * cm, 1 * cm, f"fieldrl report — page {doc.page}")
+    canvas.drawRightString(PAGE_SIZE[0] - MARGIN, 1 * cm, f"fieldrl report — page {doc.page}")
     canvas.restoreState()
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel
 
 from fieldrl.domains.base import Domain, EpisodeRecord
 from fieldrl.domains.chemo import metrics
@@ -20,9 +19,10 @@ if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd
 
     from fieldrl.domains.chemo.env import ChemoEnv, ChemoEvalEnvs, ChemoVecEnv
+    from fieldrl.reportkit.context import ReportContext
 
 
-class ChemoDomain(Domain):
+class ChemoDomain(Domain[ChemoParams]):
     """Chemotherapy dosing on the Ahn & Park (2011) tumour-immune-drug model (DTR-Bench)."""
 
     name = "chemo"
@@ -48,7 +48,7 @@ class ChemoDomain(Domain):
                 resolved["cohort_sha256"] = load_cohort(path).sha256
         return resolved
 
-    def held_out_params(self, params: BaseModel, eval_seeds: Sequence[int]) -> ChemoParams:
+    def held_out_params(self, params: ChemoParams, eval_seeds: Sequence[int]) -> ChemoParams:
         """With a cohort, bind row ``i`` to the ``i``-th held-out seed (one row per seed needed)."""
         p = self.checked_params(params)
         if p.cohort_file is None:
@@ -64,7 +64,7 @@ class ChemoDomain(Domain):
         bound._held_out_seeds = tuple(int(s) for s in eval_seeds)
         return bound
 
-    def make_env(self, params: BaseModel, seed: int | None = None) -> ChemoEnv:
+    def make_env(self, params: ChemoParams, seed: int | None = None) -> ChemoEnv:
         from fieldrl.domains.chemo.env import ChemoEnv
 
         p = self.checked_params(params)
@@ -80,14 +80,14 @@ class ChemoDomain(Domain):
             env.reset(seed=seed)
         return env
 
-    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> ChemoVecEnv:
+    def make_train_vec_env(self, params: ChemoParams, n_envs: int, seed: int) -> ChemoVecEnv:
         from fieldrl.domains.chemo.env import ChemoVecEnv
 
         p = self.checked_params(params)
         return ChemoVecEnv(n_envs, p.noise(), p.max_t, seed=seed)
 
     def make_eval_envs(
-        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
+        self, params: ChemoParams, seeds: Sequence[int], cases: Sequence[int] | None = None
     ) -> ChemoEvalEnvs:
         from fieldrl.domains.chemo.env import ChemoEvalEnvs
 
@@ -106,7 +106,7 @@ class ChemoDomain(Domain):
     def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
         return metrics.episode_trace(record, index)
 
-    def report_section(self, context: Any) -> list[Any]:
+    def report_section(self, context: ReportContext) -> list[Any]:
         from fieldrl.domains.chemo.report import report_section
 
         return report_section(context)

@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from fieldrl.domains.base import EvalEnvs
 from fieldrl.domains.vec_env import BatchedVecEnv
 from fieldrl.simulators.chemo import OBS_HIGH, OBS_LOW, PRESETS, ChemoBatch, ChemoNoise
 
@@ -186,7 +187,7 @@ class ChemoVecEnv(BatchedVecEnv):
         return obs, reward.astype(np.float32), dones, infos
 
 
-class ChemoEvalEnvs:
+class ChemoEvalEnvs(EvalEnvs):
     """One held-out episode per seed, stepped in lockstep without autoreset.
 
     Patient ``i`` is drawn from ``np.random.default_rng(seeds[i])``: the same patient as

@@ -7,27 +7,20 @@ noisy or stale; actions are doses in ``[0, 1]`` of shape ``(n_envs, 1)``.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from fieldrl.domains.base import HeuristicSpec
+from fieldrl.domains.base import HeuristicSpec, NoSettings, Settings
+from fieldrl.policies.base import Policy
 from fieldrl.simulators.chemo import DT
 
 STEPS_PER_DAY = round(1.0 / DT)
 
 
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class NoSettings(_Settings):
-    """No settings."""
-
-
-class ConstantSettings(_Settings):
+class ConstantSettings(Settings):
     dose: float = Field(0.5, ge=0.0, le=1.0, description="Dose given every step (0..1).")
 
 
-class PulsedSettings(_Settings):
+class PulsedSettings(Settings):
     dose: float = Field(1.0, ge=0.0, le=1.0, description="Dose during on-days (0..1).")
     on_days: float = Field(3.0, ge=DT, le=1000.0, description="Days of dosing per cycle (multiple of 0.25).")
     off_days: float = Field(
@@ -35,7 +28,7 @@ class PulsedSettings(_Settings):
     )
 
 
-class TumourFeedbackSettings(_Settings):
+class TumourFeedbackSettings(Settings):
     gain: float = Field(5.0, ge=0.0, le=1000.0, description="Dose per unit of observed tumour above target.")
     target: float = Field(
         0.05,
@@ -53,7 +46,7 @@ class TumourFeedbackSettings(_Settings):
     )
 
 
-class _Base:
+class _Base(Policy):
     """Shared plumbing: a name and a stateless ``reset``."""
 
     def __init__(self, name: str):

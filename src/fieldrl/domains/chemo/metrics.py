@@ -22,13 +22,6 @@ KPIS: list[KPI] = [
 ]
 
 
-def _last_active(active: np.ndarray) -> np.ndarray:
-    """Index of each episode's last active step (0 for an episode with no steps)."""
-    steps = active.shape[0]
-    last = steps - 1 - np.argmax(active[::-1], axis=0)
-    return np.where(active.any(axis=0), last, 0)
-
-
 def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
     """KPI values for each episode of ``record``, name -> ``(n,)`` array.
 
@@ -43,7 +36,7 @@ def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
     n0, t0 = init[:, 0], init[:, 1]
     cols = np.arange(active.shape[1])
 
-    final = states[_last_active(active), cols] if len(states) else init
+    final = states[record.last_step, cols] if len(states) else init
     final = np.where(active.any(axis=0)[:, None], final, init)
     normal = np.where(active, states[..., 0], np.inf).min(axis=0, initial=np.inf)
     died = np.where(active, np.asarray(record.terminated, dtype=bool), False).any(axis=0)

@@ -11,7 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
 
-from fieldrl.reports.figures import png_bytes  # noqa: E402
+from fieldrl.reportkit.context import ReportContext  # noqa: E402
+from fieldrl.reportkit.figures import png_bytes  # noqa: E402
 
 DEATH_LINE = 70.0  # N < 0.7 N0 ends the episode
 
@@ -58,11 +59,11 @@ def trajectory_figure(traces: Any, variant: str, policies: list[str]) -> bytes |
     return png_bytes(fig)
 
 
-def cohort_lines(scenario: Any) -> list[str]:
+def cohort_lines(ctx: ReportContext) -> list[str]:
     """One sentence per setting whose held-out patients come from a cohort file."""
     lines = []
-    for variant in scenario.variant_names:
-        params = scenario.variant_params(variant)
+    for variant in ctx.variants():
+        params = ctx.variant_params(variant)
         path = params.get("cohort_file")
         if path:
             where = "" if variant == "default" else f"Setting {variant}: "
@@ -73,7 +74,7 @@ def cohort_lines(scenario: Any) -> list[str]:
     return lines
 
 
-def report_section(ctx: Any) -> list[Any]:
+def report_section(ctx: ReportContext) -> list[Any]:
     styles = ctx.styles
     story: list[Any] = [Paragraph("Treatment courses of one held-out patient", styles["Heading2"])]
     story.append(
@@ -84,7 +85,7 @@ def report_section(ctx: Any) -> list[Any]:
             "that stops early is a death from toxicity (normal cells below 70 % of their starting level)."
         )
     )
-    cohorts = cohort_lines(ctx.scenario)
+    cohorts = cohort_lines(ctx)
     if cohorts:
         story.append(Paragraph("Held-out patients from your cohort file", styles["Heading3"]))
         story.append(
@@ -98,9 +99,9 @@ def report_section(ctx: Any) -> list[Any]:
             )
         )
     figures_shown = 0
-    for variant in ctx.scenario.variant_names:
-        best = ctx.summary["variants"][variant].get("best_heuristic")
-        shown = ([best] if best else []) + [e.label for e in ctx.scenario.policies.learned]
+    for variant in ctx.variants():
+        best = ctx.best_heuristic(variant)
+        shown = ([best] if best else []) + [p.label for p in ctx.learned()]
         png = trajectory_figure(ctx.traces, variant, shown) if not ctx.traces.empty else None
         if png is None:
             continue

@@ -25,7 +25,7 @@ KPIS: list[KPI] = [
 ]
 
 
-class MemoryDomain(Domain):
+class MemoryDomain(Domain[MemoryParams]):
     """Cue-then-act memory task: act on the sign of a cue seen ``delay`` steps earlier."""
 
     name = "memory"
@@ -36,7 +36,7 @@ class MemoryDomain(Domain):
     heuristics = HEURISTICS
     info_keys = ("success",)
 
-    def make_env(self, params: BaseModel, seed: int | None = None) -> MemoryEnv:
+    def make_env(self, params: MemoryParams, seed: int | None = None) -> MemoryEnv:
         p = self.checked_params(params)
         env = MemoryEnv(delay=p.delay, noise=p.noise)
         if seed is not None:

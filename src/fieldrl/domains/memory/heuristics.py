@@ -7,28 +7,21 @@ sign of the first observation's signal and is the ceiling a memory-based policy 
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from fieldrl.domains.base import HeuristicSpec
-
-
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from fieldrl.domains.base import HeuristicSpec, NoSettings, Settings
+from fieldrl.policies.base import Policy
 
 
-class NoSettings(_Settings):
-    """No settings."""
-
-
-class ConstantSettings(_Settings):
+class ConstantSettings(Settings):
     action: float = Field(1.0, ge=-1.0, le=1.0, description="Action given at every step (-1..1).")
 
 
-class RandomSettings(_Settings):
+class RandomSettings(Settings):
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of the action generator (reset per batch).")
 
 
-class ConstantAction:
+class ConstantAction(Policy):
     """The same action every step: right exactly when the cue has the action's sign."""
 
     def __init__(self, name: str, action: float):
@@ -42,7 +35,7 @@ class ConstantAction:
         return np.full((len(obs), 1), self.action, dtype=np.float32)
 
 
-class RandomAction:
+class RandomAction(Policy):
     """Uniform actions in ``[-1, 1]``, reproducible: the generator restarts at every ``reset``."""
 
     def __init__(self, name: str, seed: int):
@@ -57,7 +50,7 @@ class RandomAction:
         return self._rng.uniform(-1.0, 1.0, size=(len(obs), 1)).astype(np.float32)
 
 
-class RememberCue:
+class RememberCue(Policy):
     """Reads the signal at each episode's first step and answers with its sign ever after."""
 
     def __init__(self, name: str):

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel
 
-from fieldrl.domains.base import Domain, EpisodeRecord
-from fieldrl.domains.multiagent import ParallelLockstepEnvs
+from fieldrl.domains.base import EpisodeRecord
+from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
 from fieldrl.domains.rail import metrics
 from fieldrl.domains.rail.heuristics import HEURISTICS
 from fieldrl.domains.rail.params import RailParams
@@ -19,7 +16,7 @@ if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd
 
     from fieldrl.domains.rail.env import RailParallelEnv
-    from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
+    from fieldrl.reportkit.context import ReportContext
 
 
 def make_env(params: RailParams, training: bool = False) -> RailParallelEnv:
@@ -42,11 +39,11 @@ def make_env(params: RailParams, training: bool = False) -> RailParallelEnv:
 
 
 class RailEvalEnvs(ParallelLockstepEnvs):
-    """Lockstep episodes that keep, at close, what the report's rail map needs (rail cells, train moves)."""
+    """Lockstep episodes that hand over, once all have ended, what the report's rail map needs (rail
+    cells, train moves): ``extras["rail_maps"]``, one snapshot per episode (None without a network)."""
 
-    def close(self) -> None:
-        self.snapshots = [_snapshot(env) for env in self.envs]
-        super().close()
+    def final_extras(self) -> dict[str, Any]:
+        return {"rail_maps": [_snapshot(env) for env in self.envs]}
 
 
 def _snapshot(env: RailParallelEnv) -> dict[str, Any] | None:
@@ -76,7 +73,7 @@ def _snapshot(env: RailParallelEnv) -> dict[str, Any] | None:
     }
 
 
-class RailDomain(Domain):
+class RailDomain(ParallelDomain[RailParams]):
     """Train dispatching and routing on Flatland's rail networks (Flatland 3 test levels 0-4)."""
 
     name = "rail"
@@ -93,36 +90,22 @@ class RailDomain(Domain):
     heuristics = HEURISTICS
     info_keys = metrics.INFO_KEYS
     eval_batch_size = 50
+    eval_envs_class = RailEvalEnvs
 
-    def __init__(self) -> None:
-        self._last_eval: RailEvalEnvs | None = None
-
-    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> AgentSlotVecEnv:
-        from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
-
-        p = self.checked_params(params)
-        return AgentSlotVecEnv([partial(make_env, p, True) for _ in range(n_envs)], seed)
-
-    def make_eval_envs(
-        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
-    ) -> RailEvalEnvs:
-        p = self.checked_params(params)
-        envs = RailEvalEnvs([make_env(p) for _ in seeds], seeds, self.info_keys)
-        self._last_eval = envs
-        return envs
+    def make_parallel_env(self, params: RailParams, training: bool = False) -> RailParallelEnv:
+        return make_env(params, training)
 
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return metrics.episode_kpis(record)
 
     def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
         """The rail network and every train's moves in episode ``index`` (long format, for the rail map)."""
-        envs = self._last_eval
-        snaps = getattr(envs, "snapshots", None)
+        snaps = record.extras.get("rail_maps")
         if not snaps or index >= len(snaps) or snaps[index] is None:
             return metrics.episode_trace(record, index)
         return map_trace(snaps[index])
 
-    def report_section(self, context: Any) -> list[Any]:
+    def report_section(self, context: ReportContext) -> list[Any]:
         from fieldrl.domains.rail.report import report_section
 
         return report_section(context)

@@ -29,9 +29,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from fieldrl.domains.base import HeuristicSpec
+from fieldrl.domains.base import HeuristicSpec, NoSettings, Settings
 from fieldrl.domains.rail.actions import (
     CANCEL,
     DEPART,
@@ -45,6 +45,7 @@ from fieldrl.domains.rail.actions import (
     STOP,
 )
 from fieldrl.domains.rail.reservation import Cell, EpisodePlan, k_paths, start_free
+from fieldrl.policies.base import Policy
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     from fieldrl.domains.rail.env import RailParallelEnv
@@ -53,15 +54,7 @@ if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
 MONOLITHIC = {DEPART: 2, HOLD: 0, CANCEL: 0, LEFT: 1, FORWARD: 2, RIGHT: 3, STOP: 4}
 
 
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class NoSettings(_Settings):
-    """No settings."""
-
-
-class PrioritySettings(_Settings):
+class PrioritySettings(Settings):
     k: int = Field(4, ge=1, le=10, description="Alternative shortest paths tried per waiting train.")
     order: Literal["fifo", "slack", "speed"] = Field(
         "slack",
@@ -73,7 +66,7 @@ class PrioritySettings(_Settings):
     )
 
 
-class _Dispatcher:
+class _Dispatcher(Policy):
     """Shared plumbing: bind to the eval envs, walk the slots, answer pending decisions."""
 
     def __init__(self, name: str):

@@ -21,15 +21,8 @@ KPIS = [
 INFO_KEYS = ("arrived", "deadlocked", "delay", "cancelled", "normalized_reward", "flatland_steps", "trains")
 
 
-def last_active(record: EpisodeRecord) -> np.ndarray:
-    """Index of each episode's final step."""
-    return record.lengths.astype(int) - 1
-
-
 def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
-    last = last_active(record)
-    cols = np.arange(record.active.shape[1])
-    return {k.name: np.asarray(record.info[k.name])[last, cols].astype(float) for k in KPIS}
+    return {k.name: record.final(k.name) for k in KPIS}
 
 
 def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:

@@ -16,8 +16,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
 
-from fieldrl.reports.figures import png_bytes  # noqa: E402
-from fieldrl.reports.findings import with_range  # noqa: E402
+from fieldrl.reportkit.context import ReportContext  # noqa: E402
+from fieldrl.reportkit.figures import png_bytes  # noqa: E402
+from fieldrl.reportkit.layout import PAGE_WIDTH  # noqa: E402
+from fieldrl.reportkit.numbers import Interval, with_range  # noqa: E402
 
 OUTCOME_COLORS = {
     "arrived": "#2ca02c",
@@ -28,26 +30,23 @@ OUTCOME_COLORS = {
 }
 
 
-def _stat(ctx: Any, variant: str, policy: str, kpi: str) -> dict[str, float] | None:
-    entry = ctx.summary["variants"].get(variant, {}).get("policies", {}).get(policy)
-    if not entry or kpi not in entry:
-        return None
-    return entry[kpi]["mean"]
+#: the heuristics that send every train off at once on its shortest path (the baseline dispatcher)
+SHORTEST_PATH = ("greedy-shortest-route", "shortest-path")
 
 
-def level_chart(ctx: Any, policies: list[str], kpis: list[tuple[str, str]]) -> bytes:
+def level_chart(ctx: ReportContext, policies: list[str], kpis: list[tuple[str, str]]) -> bytes:
     """Grouped bars: one group per variant (level), one bar per policy, 95 % CI whiskers."""
-    variants = list(ctx.scenario.variant_names)
+    variants = ctx.variants()
     fig, axes = plt.subplots(len(kpis), 1, figsize=(7.2, 2.5 * len(kpis)), squeeze=False)
     width = 0.8 / max(len(policies), 1)
     cmap = plt.get_cmap("tab10")
     x = np.arange(len(variants))
     for ax, (kpi, label) in zip(axes[:, 0], kpis, strict=True):
         for j, policy in enumerate(policies):
-            vals = [_stat(ctx, v, policy, kpi) for v in variants]
-            mean = np.array([np.nan if s is None else s["value"] for s in vals], dtype=float)
-            low = np.array([np.nan if s is None else s["low"] for s in vals], dtype=float)
-            high = np.array([np.nan if s is None else s["high"] for s in vals], dtype=float)
+            vals = [ctx.stat(v, policy, kpi) for v in variants]
+            mean = np.array([np.nan if s is None else s.value for s in vals], dtype=float)
+            low = np.array([np.nan if s is None else s.low for s in vals], dtype=float)
+            high = np.array([np.nan if s is None else s.high for s in vals], dtype=float)
             err = np.vstack([np.nan_to_num(mean - low), np.nan_to_num(high - mean)])
             ax.bar(
                 x + (j - (len(policies) - 1) / 2) * width,
@@ -116,62 +115,54 @@ def rail_map(frame: pd.DataFrame, title: str) -> bytes | None:
     return png_bytes(fig)
 
 
-def _ci(stat: dict[str, float] | None, unit: str = " %") -> str:
+def _ci(stat: Interval | None, unit: str = " %") -> str:
     if stat is None:
         return "n/a"
     return with_range(stat, unit)
 
 
-def dispatcher_finding(ctx: Any, variant: str) -> str:
+def dispatcher_finding(ctx: ReportContext, variant: str) -> str:
     """Plain words: the best dispatcher against the shortest-path baseline and the learned policies."""
-    entry = ctx.summary["variants"].get(variant, {})
-    best = entry.get("best_heuristic")
-    heuristics = [e.label for e in ctx.scenario.policies.heuristics]
-    base = next(
-        (
-            e.label
-            for e in ctx.scenario.policies.heuristics
-            if e.use in ("greedy-shortest-route", "shortest-path")
-        ),
-        None,
-    )
+    best = ctx.best_heuristic(variant)
+    heuristics = [h.label for h in ctx.heuristics()]
+    base = ctx.heuristic_label(*SHORTEST_PATH)
     if best is None:
         return ""
     where = "" if variant == "default" else f"In {variant}, "
     parts = [
-        f"{where}the best dispatcher, {best}, got {_ci(_stat(ctx, variant, best, 'arrived'))} of trains "
-        f"to their destination with {_ci(_stat(ctx, variant, best, 'deadlocked'))} of trains stuck in a "
+        f"{where}the best dispatcher, {best}, got {_ci(ctx.stat(variant, best, 'arrived'))} of trains "
+        f"to their destination with {_ci(ctx.stat(variant, best, 'deadlocked'))} of trains stuck in a "
         "deadlock at the end (mean"
-        + ("" if ctx.summary["variants"][variant].get("too_few_cases") else " and 95 % CI")
+        + ("" if ctx.too_few_cases(variant) else " and 95 % CI")
         + " over the held-out networks)."
     ]
     if base is not None and base != best:
         parts.append(
             f"Letting every train leave at once on its shortest path ({base}) got "
-            f"{_ci(_stat(ctx, variant, base, 'arrived'))} there, with "
-            f"{_ci(_stat(ctx, variant, base, 'deadlocked'))} deadlocked: trains meeting head-on on single "
+            f"{_ci(ctx.stat(variant, base, 'arrived'))} there, with "
+            f"{_ci(ctx.stat(variant, base, 'deadlocked'))} deadlocked: trains meeting head-on on single "
             "track block each other for good, and the trains queued behind them too."
         )
     if best in heuristics and best != base:
         parts.append(
             f"{best} holds a train at its origin while any train on the network is using part of its route "
             "in the opposite direction, so two trains never meet head-on; the price is waiting, visible in a "
-            f"mean arrival delay of {_ci(_stat(ctx, variant, best, 'delay'), ' steps')} for the trains that "
+            f"mean arrival delay of {_ci(ctx.stat(variant, best, 'delay'), ' steps')} for the trains that "
             "arrived."
         )
-    for learned in [e.label for e in ctx.scenario.policies.learned]:
-        stat = _stat(ctx, variant, learned, "arrived")
+    for learned in [p.label for p in ctx.learned()]:
+        stat = ctx.stat(variant, learned, "arrived")
         if stat is not None:
             parts.append(
                 f"The learned policy {learned} got {_ci(stat)} of trains there, with "
-                f"{_ci(_stat(ctx, variant, learned, 'deadlocked'))} deadlocked."
+                f"{_ci(ctx.stat(variant, learned, 'deadlocked'))} deadlocked."
             )
     return " ".join(parts)
 
 
-def report_section(ctx: Any) -> list[Any]:
+def report_section(ctx: ReportContext) -> list[Any]:
     styles = ctx.styles
-    order = [p["name"] for p in ctx.summary["policies"]]
+    order = ctx.policies()
     story: list[Any] = [Paragraph("Trains arrived and deadlocks, level by level", styles["Heading2"])]
     story.append(
         ctx.para(
@@ -189,23 +180,16 @@ def report_section(ctx: Any) -> list[Any]:
         )
     )
     story.append(Paragraph("What the dispatchers do", styles["Heading3"]))
-    for variant in ctx.scenario.variant_names:
+    for variant in ctx.variants():
         text = dispatcher_finding(ctx, variant)
         if text:
             story.append(ctx.para(text))
     traces = ctx.traces
     if not traces.empty and "layer" in traces.columns:
-        variant = ctx.scenario.variant_names[0]
+        variant = ctx.variants()[0]
         frame = traces[traces["variant"] == variant]
-        shown = [ctx.summary["variants"][variant].get("best_heuristic")]
-        base = next(
-            (
-                e.label
-                for e in ctx.scenario.policies.heuristics
-                if e.use in ("greedy-shortest-route", "shortest-path")
-            ),
-            None,
-        )
+        shown = [ctx.best_heuristic(variant)]
+        base = ctx.heuristic_label(*SHORTEST_PATH)
         shown = [p for p in [base, *shown] if p is not None and p in set(frame["policy"])]
         for policy in dict.fromkeys(shown):
             rows = frame[frame["policy"] == policy]
@@ -223,7 +207,7 @@ def report_section(ctx: Any) -> list[Any]:
                             "ended."
                         ),
                         ctx.figure(
-                            f"rail-map-{variant}-{policy}".replace(" ", "-"), png, width=ctx_width(ctx)
+                            f"rail-map-{variant}-{policy}".replace(" ", "-"), png, width=PAGE_WIDTH * 0.8
                         ),
                     ]
                 )
@@ -238,7 +222,7 @@ def report_section(ctx: Any) -> list[Any]:
             "score. These are simulated networks and timetables (Flatland's generators), not a real railway."
         )
     )
-    shielded = [v for v in ctx.scenario.variant_names if ctx.scenario.variant_params(v).get("shield")]
+    shielded = [v for v in ctx.variants() if ctx.variant_params(v).get("shield")]
     if shielded:
         story.append(
             ctx.para(
@@ -250,9 +234,3 @@ def report_section(ctx: Any) -> list[Any]:
             )
         )
     return story
-
-
-def ctx_width(ctx: Any) -> float:
-    from fieldrl.reports.pdf import PAGE_WIDTH
-
-    return PAGE_WIDTH * 0.8

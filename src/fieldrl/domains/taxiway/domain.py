@@ -8,10 +8,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel
 
-from fieldrl.domains.base import Domain, EpisodeRecord
-from fieldrl.domains.multiagent import ParallelLockstepEnvs
+from fieldrl.domains.base import EpisodeRecord
+from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
 from fieldrl.domains.taxiway import metrics
 from fieldrl.domains.taxiway.heuristics import HEURISTICS
 from fieldrl.domains.taxiway.params import TaxiwayParams
@@ -22,6 +21,7 @@ if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
 
     from fieldrl.domains.taxiway.env import TaxiwayEnv
     from fieldrl.domains.taxiway.vec import TermRewardSlots
+    from fieldrl.reportkit.context import ReportContext
 
 
 class TaxiwayLockstepEnvs(ParallelLockstepEnvs):
@@ -83,7 +83,7 @@ def make_env(params: TaxiwayParams) -> TaxiwayEnv:
     return TaxiwayEnv(params)
 
 
-class TaxiwayDomain(Domain):
+class TaxiwayDomain(ParallelDomain[TaxiwayParams]):
     """Aircraft taxi routing on an airport surface (multi-agent, masked actions)."""
 
     name = "taxiway"
@@ -102,29 +102,17 @@ class TaxiwayDomain(Domain):
     file_params = ("layout_file",)
     extra_wall_clock_metrics = ("plan_ms",)
     eval_batch_size = 64
+    eval_envs_class = TaxiwayLockstepEnvs
 
-    def make_env(self, params: BaseModel, seed: int | None = None) -> Any:
-        from fieldrl.domains.taxiway.env import TaxiwayEnv
+    def make_parallel_env(self, params: TaxiwayParams, training: bool = False) -> TaxiwayEnv:
+        return make_env(params)
 
-        p = self.checked_params(params)
-        env = TaxiwayEnv(p)
-        if seed is not None:
-            env.reset(seed=seed)
-        return env
-
-    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> TermRewardSlots:
+    def make_train_vec_env(self, params: TaxiwayParams, n_envs: int, seed: int) -> TermRewardSlots:
+        """Agent slots that also report each slot's reward terms (what the value-decomposed learner needs)."""
         from fieldrl.domains.taxiway.vec import TermRewardSlots
 
         p = self.checked_params(params)
-        return TermRewardSlots([partial(make_env, p)] * n_envs, seed)
-
-    def make_eval_envs(
-        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
-    ) -> TaxiwayLockstepEnvs:
-        from fieldrl.domains.taxiway.env import TaxiwayEnv
-
-        p = self.checked_params(params)
-        return TaxiwayLockstepEnvs([TaxiwayEnv(p) for _ in seeds], seeds, self.info_keys)
+        return TermRewardSlots([partial(self.make_parallel_env, p, True) for _ in range(n_envs)], seed)
 
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return metrics.episode_kpis(record)
@@ -132,7 +120,7 @@ class TaxiwayDomain(Domain):
     def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
         return metrics.episode_trace(record, index)
 
-    def report_section(self, context: Any) -> list[Any]:
+    def report_section(self, context: ReportContext) -> list[Any]:
         from fieldrl.domains.taxiway.report import report_section
 
         return report_section(context)

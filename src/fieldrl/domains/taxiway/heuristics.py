@@ -25,22 +25,15 @@ import time
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from fieldrl.domains.base import HeuristicSpec
+from fieldrl.domains.base import HeuristicSpec, NoSettings, Settings
+from fieldrl.policies.base import Policy
 from fieldrl.simulators.airport import SurfaceSim
 from fieldrl.simulators.airport_planning import Reservations, action_towards, plan_path
 
 
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class NoSettings(_Settings):
-    """No settings."""
-
-
-class PlannerSettings(_Settings):
+class PlannerSettings(Settings):
     max_expansions: int = Field(30000, ge=100, le=10_000_000, description="A* node expansions per plan.")
     max_wait: int = Field(400, ge=10, le=100000, description="Steps of waiting a plan may contain.")
 
@@ -52,7 +45,7 @@ class CBSSettings(PlannerSettings):
     max_agents: int = Field(8, ge=1, le=100, description="Fall back to prioritized planning above this many.")
 
 
-class _Centralised:
+class _Centralised(Policy):
     """Plumbing shared by the controllers: bind to the batch, ask ``decide`` per episode."""
 
     def __init__(self, name: str):

@@ -49,20 +49,8 @@ SCALAR_KEYS = (
 MAX_EVENTS = 8  # conflicts recorded per episode and step for the map
 
 
-def _last_active(active: np.ndarray) -> np.ndarray:
-    last = active.shape[0] - 1 - np.argmax(active[::-1], axis=0)
-    return np.where(active.any(axis=0), last, 0)
-
-
 def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
-    active = np.asarray(record.active, dtype=bool)
-    last = _last_active(active)
-    cols = np.arange(active.shape[1])
-    out = {
-        k.name: np.asarray(record.info[k.name], dtype=float)[last, cols]
-        for k in KPIS
-        if k.name in record.info
-    }
+    out = {k.name: record.final(k.name) for k in KPIS if k.name in record.info}
     out["return"] = np.asarray(record.returns, dtype=float)
     for extra in (
         "plan_ms",
@@ -73,7 +61,7 @@ def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
         "separation_conflicts",
     ):
         if extra in record.info:
-            out[extra] = np.asarray(record.info[extra], dtype=float)[last, cols]
+            out[extra] = record.final(extra)
     return out
 
 
@@ -121,7 +109,7 @@ def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:
             )
         )
     if "slot_x" in record.info:  # aircraft still taxiing at the end of the period: stranded
-        last = _last_active(active)
+        last = record.last_step
         sx = np.asarray(record.info["slot_x"], dtype=float)
         sy = np.asarray(record.info["slot_y"], dtype=float)
         ep, slot = np.nonzero(np.isfinite(sx[last, np.arange(active.shape[1])]))

@@ -17,8 +17,9 @@ import pandas as pd  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
 
 from fieldrl.domains.taxiway.env import load_params_layout  # noqa: E402
-from fieldrl.reports.figures import png_bytes  # noqa: E402
-from fieldrl.reports.findings import fmt, with_range  # noqa: E402
+from fieldrl.reportkit.context import ReportContext  # noqa: E402
+from fieldrl.reportkit.figures import png_bytes  # noqa: E402
+from fieldrl.reportkit.numbers import Interval, fmt, with_range  # noqa: E402
 
 KIND_STYLE = {
     "separation": ("o", "#d62728", "separation"),
@@ -128,17 +129,17 @@ def map_figure(frame: pd.DataFrame, layout: Any, policies: list[str]) -> bytes |
     return png_bytes(fig)
 
 
-def kpi_chart(ctx: Any, policies: list[str]) -> bytes | None:
+def kpi_chart(ctx: ReportContext, policies: list[str]) -> bytes | None:
     """Mean KPI with 95 % bootstrap CI per policy, one group of bars per variant (density)."""
-    variants = list(ctx.scenario.variant_names)
-    kpis = [ctx.domain.kpi(k) for k in CHART_KPIS]
+    variants = ctx.variants()
+    kpis = [ctx.kpi(k) for k in CHART_KPIS]
     labels = [_variant_label(ctx, v) for v in variants]
     fig, axes = plt.subplots(3, 2, figsize=(7.2, 7.6))
     width = 0.8 / max(len(policies), 1)
     palette = plt.get_cmap("tab10")
     for ax, kpi in zip(axes.reshape(-1), kpis, strict=True):
-        means = [_value(ctx, v, p, kpi.name) for v in variants for p in policies]
-        if all(m is None or not m[0] for m in means):  # e.g. no runway crossings on the small airport
+        means = [ctx.stat(v, p, kpi.name) for v in variants for p in policies]
+        if all(m is None or not m.value for m in means):  # e.g. no runway crossings on the small airport
             ax.set_title(CHART_KPIS[kpi.name], fontsize=8)
             ax.text(0.5, 0.5, "zero for every controller", ha="center", va="center", fontsize=8)
             ax.set_xticks([])
@@ -147,15 +148,15 @@ def kpi_chart(ctx: Any, policies: list[str]) -> bytes | None:
         for j, policy in enumerate(policies):
             vals, lows, highs = [], [], []
             for v in variants:
-                entry = ctx.summary["variants"][v]["policies"].get(policy, {}).get(kpi.name, {}).get("mean")
+                entry = ctx.stat(v, policy, kpi.name)
                 if entry is None:
                     vals.append(np.nan)
                     lows.append(np.nan)
                     highs.append(np.nan)
                     continue
-                vals.append(entry["value"])
-                lows.append(entry["low"])
-                highs.append(entry["high"])
+                vals.append(entry.value)
+                lows.append(entry.low)
+                highs.append(entry.high)
             x = np.arange(len(variants)) + (j - (len(policies) - 1) / 2) * width
             vals_a, lows_a, highs_a = np.array(vals), np.array(lows), np.array(highs)
             err = np.vstack([np.clip(vals_a - lows_a, 0, None), np.clip(highs_a - vals_a, 0, None)])
@@ -182,70 +183,59 @@ def kpi_chart(ctx: Any, policies: list[str]) -> bytes | None:
     return png_bytes(fig)
 
 
-def _variant_label(ctx: Any, variant: str) -> str:
-    params = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
+def _variant_label(ctx: ReportContext, variant: str) -> str:
+    params = ctx.params(variant)
     return f"{params.rate():g} movements/h" if variant == "default" else f"{variant}\n{params.rate():g}/h"
 
 
-def _value(ctx: Any, variant: str, policy: str, kpi: str) -> tuple[float, float, float] | None:
-    entry = ctx.summary["variants"][variant]["policies"].get(policy, {}).get(kpi, {}).get("mean")
-    if entry is None:
-        return None
-    return entry["value"], entry["low"], entry["high"]
-
-
-def _ci(v: tuple[float, float, float], unit: str = "") -> str:
-    return with_range({"value": v[0], "low": v[1], "high": v[2]}, unit)
-
-
-def manager_text(ctx: Any, variant: str, policies: list[str], planner: str | None) -> list[str]:
+def manager_text(ctx: ReportContext, variant: str, policies: list[str], planner: str | None) -> list[str]:
     """The findings in plain words for an airport operations manager, one short paragraph each."""
-    values = {
-        kpi: {p: v for p in policies if (v := _value(ctx, variant, p, kpi)) is not None}
+    values: dict[str, dict[str, Interval]] = {
+        kpi: {p: v for p in policies if (v := ctx.stat(variant, p, kpi)) is not None}
         for kpi in ("conflicts_per_100", "completed_pct", "taxi_time_min", "throughput_per_hour")
     }
     conf, done, taxi = values["conflicts_per_100"], values["completed_pct"], values["taxi_time_min"]
     if not conf:
         return []
-    params = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
+    params = ctx.params(variant)
     near_m = (params.separation_cells - 1) * params.cell_m
-    few = ctx.summary["variants"][variant].get("too_few_cases")
+    few = ctx.too_few_cases(variant)
     parts = [
         "Safety, conflicts per 100 movements (two aircraft within "
         f"{near_m:g} m of each other along the taxiways, two aircraft nose to nose in one taxiway segment, "
         "or an aircraft on a runway in use; mean over the test periods"
         + ("" if few else " with its 95 % confidence interval")
         + "): "
-        + "; ".join(f"{p} {_ci(v)}" for p, v in conf.items())
+        + "; ".join(f"{p} {with_range(v)}" for p, v in conf.items())
         + ".",
         "Getting traffic through, share of the period's movements completed before it ended: "
-        + "; ".join(f"{p} {_ci(v, ' %')}" for p, v in done.items())
+        + "; ".join(f"{p} {with_range(v, ' %')}" for p, v in done.items())
         + ". A movement not completed was stuck on the taxiways (gridlock: aircraft waiting for each "
         "other for good; black squares on the map), or could not push back or vacate the runway "
         "because the taxiways were full.",
         "Mean taxi time of the completed movements (pushback request to take-off roll, or runway exit "
         "to stand): "
-        + "; ".join(f"{p} {_ci(v, ' min')}" for p, v in taxi.items())
+        + "; ".join(f"{p} {with_range(v, ' min')}" for p, v in taxi.items())
         + ". A controller that strands traffic can show short taxi times: only the aircraft that got "
         "through are counted.",
     ]
     if planner is not None and planner in conf:
-        pv, pt, pd_ = conf[planner][0], taxi.get(planner), done.get(planner)
-        for lp in [e.label for e in ctx.scenario.policies.learned if e.label in conf]:
+        pv, pt, pd_ = conf[planner].value, taxi.get(planner), done.get(planner)
+        for lp in [p.label for p in ctx.learned() if p.label in conf]:
             lt, ld = taxi.get(lp), done.get(lp)
             if pt is None or lt is None or ld is None or pd_ is None:
                 continue
-            gap = 100.0 * (lt[0] / pt[0] - 1.0) if pt[0] else float("nan")
-            all_through = ld[0] >= pd_[0] - 0.5
-            ok = conf[lp][0] <= pv and abs(gap) <= 5.0 and all_through
+            gap = 100.0 * (lt.value / pt.value - 1.0) if pt.value else float("nan")
+            all_through = ld.value >= pd_.value - 0.5
+            ok = conf[lp].value <= pv and abs(gap) <= 5.0 and all_through
             parts.append(
-                f"Target check for {lp} against {planner}: {fmt(conf[lp][0])} vs {fmt(pv)} conflicts per "
-                f"100 movements, {fmt(ld[0])} % vs {fmt(pd_[0])} % of movements completed, taxi time "
+                f"Target check for {lp} against {planner}: {fmt(conf[lp].value)} vs {fmt(pv)} conflicts per "
+                f"100 movements, {fmt(ld.value)} % vs {fmt(pd_.value)} % of movements completed, taxi time "
                 f"{fmt(abs(gap))} % {'longer' if gap >= 0 else 'shorter'}. It "
                 + ("meets" if ok else "does not meet")
                 + " the target (no more conflicts, every movement through, taxi time within 5 %)."
             )
-    safest = min(conf, key=lambda p: (conf[p][0], -done.get(p, (0.0,))[0]))
+    safest = min(conf, key=lambda p: (conf[p].value, -(done[p].value if p in done else 0.0)))
     parts.append(
         f"For operations: the safest controller that also got the traffic through here was {safest}. "
         + (
@@ -260,14 +250,14 @@ def manager_text(ctx: Any, variant: str, policies: list[str], planner: str | Non
     return parts
 
 
-def report_section(ctx: Any) -> list[Any]:
+def report_section(ctx: ReportContext) -> list[Any]:
     styles = ctx.styles
     story: list[Any] = [Paragraph("The airport, taxi paths and conflicts", styles["Heading2"])]
-    order = [p["name"] for p in ctx.summary["policies"]]
-    planner = next((e.label for e in ctx.scenario.policies.heuristics if e.use == "prioritized"), None)
+    order = ctx.policies()
+    planner = ctx.heuristic_label("prioritized")
     traces = ctx.traces
-    for variant in ctx.scenario.variant_names:
-        params = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
+    for variant in ctx.variants():
+        params = ctx.params(variant)
         layout = load_params_layout(params.layout, params.layout_file)
         heading = [] if variant == "default" else [Paragraph(f"Density {variant}", styles["Heading3"])]
         story += heading

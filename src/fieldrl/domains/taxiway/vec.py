@@ -7,7 +7,7 @@ from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
 
 class TermRewardSlots(AgentSlotVecEnv):
     """``AgentSlotVecEnv`` that also reports each slot's reward terms (``infos[i]["reward_terms"]``),
-    which the value-decomposed learner (:mod:`fieldrl.domains.taxiway.vd_ppo`) trains on."""
+    which the value-decomposed learner (:mod:`fieldrl.policies.vd_ppo`) trains on."""
 
     def step_wait(self):
         before = [list(m.agents) for m in self.maps]

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel
 
-from fieldrl.domains.base import Domain, EpisodeRecord
-from fieldrl.domains.multiagent import ParallelLockstepEnvs
+from fieldrl.domains.base import EpisodeRecord
+from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
 from fieldrl.domains.traffic import metrics, sumo
 from fieldrl.domains.traffic.heuristics import HEURISTICS
 from fieldrl.domains.traffic.params import TrafficParams
@@ -19,9 +17,10 @@ if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd
 
     from fieldrl.domains.traffic.env import TrafficEnv
+    from fieldrl.reportkit.context import ReportContext
 
 
-class TrafficDomain(Domain):
+class TrafficDomain(ParallelDomain[TrafficParams]):
     """Traffic signals for vehicles and pedestrians on SUMO (one agent per junction)."""
 
     name = "traffic"
@@ -41,12 +40,12 @@ class TrafficDomain(Domain):
     #: libsumo runs one simulation per process: the runner evaluates one episode at a time
     eval_batch_size = 1
 
-    def make_parallel_env(self, params: BaseModel) -> TrafficEnv:
+    def make_parallel_env(self, params: TrafficParams, training: bool = False) -> TrafficEnv:
         from fieldrl.domains.traffic.env import TrafficEnv
 
         return TrafficEnv(self.checked_params(params))
 
-    def make_env(self, params: BaseModel, seed: int | None = None) -> Any:
+    def make_env(self, params: TrafficParams, seed: int | None = None) -> Any:
         """The single-agent Gymnasium view (single-junction networks only)."""
         from fieldrl.domains.traffic.gym_env import SingleSignalEnv
 
@@ -55,13 +54,13 @@ class TrafficDomain(Domain):
             env.reset(seed=seed)
         return env
 
-    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> Any:
-        from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
+    def make_train_vec_env(self, params: TrafficParams, n_envs: int, seed: int) -> Any:
+        """Agent slots in this process over TraCI or for one env; else one libsumo process per env."""
         from fieldrl.domains.traffic.env import TrafficEnv
 
         p = self.checked_params(params)
         if p.traci or n_envs == 1:
-            return AgentSlotVecEnv([partial(TrafficEnv, p) for _ in range(n_envs)], seed)
+            return super().make_train_vec_env(p, n_envs, seed)
         from fieldrl.domains.traffic.vec import SubprocSlotVecEnv
 
         probe = TrafficEnv(p)  # spaces only; starts no libsumo simulation
@@ -71,17 +70,15 @@ class TrafficDomain(Domain):
         )
 
     def make_eval_envs(
-        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
+        self, params: TrafficParams, seeds: Sequence[int], cases: Sequence[int] | None = None
     ) -> ParallelLockstepEnvs:
-        from fieldrl.domains.traffic.env import TrafficEnv
-
         p = self.checked_params(params)
         if not p.traci and sumo.libsumo_in_use():
             # validation during training: the training env holds this process's libsumo simulation,
             # so these episodes run the same SUMO over TraCI (a process of their own)
             p = p.model_copy(update={"traci": True})
-        envs = [TrafficEnv(p) for _ in seeds]
-        return ParallelLockstepEnvs(envs, seeds, metrics.info_keys(envs[0].n_stages))
+        envs = [self.make_parallel_env(p) for _ in seeds]
+        return self.eval_envs_class(envs, seeds, metrics.info_keys(envs[0].n_stages))
 
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return metrics.episode_kpis(record)
@@ -89,7 +86,7 @@ class TrafficDomain(Domain):
     def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
         return metrics.episode_trace(record, index)
 
-    def report_section(self, context: Any) -> list[Any]:
+    def report_section(self, context: ReportContext) -> list[Any]:
         from fieldrl.domains.traffic.report import report_section
 
         return report_section(context)

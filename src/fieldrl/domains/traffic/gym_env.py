@@ -49,6 +49,3 @@ class SingleSignalEnv(gym.Env):
 
     def close(self) -> None:
         self.par.close()
-
-
-gym.register("fieldrl/TrafficSignal-v0", entry_point=SingleSignalEnv)

@@ -11,20 +11,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from fieldrl.domains.base import HeuristicSpec
+from fieldrl.domains.base import HeuristicSpec, NoSettings, Settings
+from fieldrl.policies.base import Policy
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     from fieldrl.domains.traffic.env import TrafficEnv
 
 
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+class _Settings(Settings):
+    """Settings taken as written: no number from a string, no integer from a float."""
 
-
-class NoSettings(_Settings):
-    """No settings."""
+    model_config = ConfigDict(strict=True)
 
 
 class PedestrianActuatedSettings(_Settings):
@@ -55,7 +54,7 @@ class ActuatedSettings(_Settings):
         return self
 
 
-class _EnvPolicy:
+class _EnvPolicy(Policy):
     """Base: binds the eval envs; subclasses choose a stage per junction."""
 
     def __init__(self, name: str):

@@ -30,16 +30,8 @@ def info_keys(n_stages: int) -> tuple[str, ...]:
     return (*KPI_KEYS, *TRACE_KEYS, *(f"stage_share_{k}" for k in range(n_stages + 1)))
 
 
-def _last_active(active: np.ndarray) -> np.ndarray:
-    last = active.shape[0] - 1 - np.argmax(active[::-1], axis=0)
-    return np.where(active.any(axis=0), last, 0)
-
-
 def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
-    active = np.asarray(record.active, dtype=bool)
-    last = _last_active(active)
-    cols = np.arange(active.shape[1])
-    return {k.name: np.asarray(record.info[k.name], dtype=float)[last, cols] for k in KPIS}
+    return {k.name: record.final(k.name) for k in KPIS}
 
 
 def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:

@@ -5,6 +5,7 @@ Everything comes from the run's results, traces and summary; nothing is simulate
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import matplotlib
@@ -15,17 +16,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
 
-from fieldrl.reports.figures import png_bytes  # noqa: E402
+from fieldrl.reportkit.context import ReportContext  # noqa: E402
+from fieldrl.reportkit.figures import png_bytes  # noqa: E402
 
 FIXED = "fixed-time"
-
-
-def _order(ctx: Any) -> list[str]:
-    return [p["name"] for p in ctx.summary["policies"]]
-
-
-def _kind(ctx: Any) -> dict[str, str]:
-    return {p["name"]: p["kind"] for p in ctx.summary["policies"]}
 
 
 def _palette(order: list[str]) -> dict[str, str]:
@@ -34,11 +28,8 @@ def _palette(order: list[str]) -> dict[str, str]:
     return {p: matplotlib.colors.to_hex(cmap(i % 10)) for i, p in enumerate(order)}
 
 
-def _fixed_label(ctx: Any) -> str | None:
-    for h in ctx.scenario.policies.heuristics:
-        if h.use == "fixed-time":
-            return h.label
-    return None
+def _fixed_label(ctx: ReportContext) -> str | None:
+    return ctx.heuristic_label(FIXED)
 
 
 def delay_boxes(
@@ -72,23 +63,22 @@ def delay_boxes(
     return png_bytes(fig)
 
 
-def fairness_chart(summary: dict[str, Any], variant: str, order: list[str], colors: dict[str, str]) -> bytes:
+def fairness_chart(ctx: ReportContext, variant: str, order: list[str], colors: dict[str, str]) -> bytes:
     """Mean vehicle vs mean pedestrian delay per policy (95 % CIs); the diagonal is equal treatment."""
-    pols = summary["variants"][variant]["policies"]
     fig, ax = plt.subplots(figsize=(5.6, 4.2))
     top = 0.0
     for p in order:
-        if p not in pols:
+        v, q = ctx.stat(variant, p, "vehicle_delay_mean"), ctx.stat(variant, p, "pedestrian_delay_mean")
+        if v is None or q is None:  # no results for this policy here
             continue
-        v, q = pols[p]["vehicle_delay_mean"]["mean"], pols[p]["pedestrian_delay_mean"]["mean"]
-        jain = pols[p]["jain_modes"]["mean"]["value"]
+        jain = ctx.value(variant, p, "jain_modes")
         ax.errorbar(
-            v["value"], q["value"],
-            xerr=[[v["value"] - v["low"]], [v["high"] - v["value"]]],
-            yerr=[[q["value"] - q["low"]], [q["high"] - q["value"]]],
+            v.value, q.value,
+            xerr=[[v.value - v.low], [v.high - v.value]],
+            yerr=[[q.value - q.low], [q.high - q.value]],
             fmt="o", color=colors.get(p, "#555555"), capsize=2, label=f"{p} (Jain {jain:.2f})",
         )  # fmt: skip
-        top = max(top, *(x for s in (v, q) for x in (s["value"], s["high"]) if x == x))  # NaN: no interval
+        top = max(top, *(x for s in (v, q) for x in (s.value, s.high) if x == x))  # NaN: no interval
     ax.plot([0, top * 1.1], [0, top * 1.1], color="grey", linestyle="--", linewidth=0.8)
     ax.text(top * 0.55, top * 0.5, "equal delay", color="grey", fontsize=7, rotation=35)
     ax.set_xlim(0, top * 1.1)
@@ -165,17 +155,6 @@ def phase_usage(frame: pd.DataFrame, policies: list[str], stage_names: list[str]
     return png_bytes(fig)
 
 
-def _value(pols: dict[str, Any], policy: str, kpi: str) -> float:
-    return float(pols[policy][kpi]["mean"]["value"])
-
-
-def _pair(entry: dict[str, Any], policy: str, baseline: str, kpi: str) -> dict[str, Any] | None:
-    for pair in entry.get("pairs", []):
-        if pair.get("policy") == policy and pair.get("baseline") == baseline:
-            return pair.get("kpis", {}).get(kpi)
-    return None
-
-
 def has_pedestrians(params: Any) -> bool:
     """Whether the scenario's network has signalised crossings (RESCO's networks have none)."""
     from fieldrl.domains.traffic.env import net_file_for, probe_layouts
@@ -184,26 +163,29 @@ def has_pedestrians(params: Any) -> bool:
     return any(lay.crossings for lay in layouts)
 
 
-def finding(ctx: Any, variant: str, pedestrians: bool = True) -> str:
+def finding(ctx: ReportContext, variant: str, pedestrians: bool = True) -> str:
     """Plain words for a traffic engineer: best controllers vs fixed-time, per mode and at the worst."""
-    entry = ctx.summary["variants"][variant]
-    pols, kinds = entry["policies"], _kind(ctx)
+    evaluated = ctx.evaluated(variant)
+    pols = set(evaluated)
     fixed = _fixed_label(ctx)
-    best_h, best_l = entry.get("best_heuristic"), entry.get("best_learned")
-    n = next(iter(pols.values()))["person_delay_mean"]["n_eval_seeds"]
+    best_h, best_l = ctx.best_heuristic(variant), ctx.best_learned(variant)
+    n = ctx.cases(variant, evaluated[0])
     parts = [f"Over {n} held-out {'days of demand' if pedestrians else 'episodes'} at this site,"]
+
+    def value(p: str, kpi: str) -> float:
+        return ctx.value(variant, p, kpi)
 
     def describe(p: str) -> str:
         if not pedestrians:
             return (
-                f"a mean vehicle delay of {_value(pols, p, 'vehicle_delay_mean'):.1f} s (95th percentile "
-                f"{_value(pols, p, 'vehicle_delay_p95'):.0f} s)"
+                f"a mean vehicle delay of {value(p, 'vehicle_delay_mean'):.1f} s (95th percentile "
+                f"{value(p, 'vehicle_delay_p95'):.0f} s)"
             )
         return (
-            f"a mean person delay of {_value(pols, p, 'person_delay_mean'):.1f} s (drivers "
-            f"{_value(pols, p, 'vehicle_delay_mean'):.1f} s, pedestrians "
-            f"{_value(pols, p, 'pedestrian_delay_mean'):.1f} s; "
-            f"longest pedestrian wait {_value(pols, p, 'pedestrian_max_wait'):.0f} s)"
+            f"a mean person delay of {value(p, 'person_delay_mean'):.1f} s (drivers "
+            f"{value(p, 'vehicle_delay_mean'):.1f} s, pedestrians "
+            f"{value(p, 'pedestrian_delay_mean'):.1f} s; "
+            f"longest pedestrian wait {value(p, 'pedestrian_max_wait'):.0f} s)"
         )
 
     if fixed and fixed in pols:
@@ -211,19 +193,19 @@ def finding(ctx: Any, variant: str, pedestrians: bool = True) -> str:
     for p in dict.fromkeys([best_h, best_l]):
         if not p or p not in pols or p == fixed:
             continue
-        kind = "best standard controller" if kinds.get(p) == "heuristic" else "best learned controller"
+        kind = "best standard controller" if ctx.kind(p) == "heuristic" else "best learned controller"
         change = ""
         if fixed in pols:
-            rel = 100 * (1 - _value(pols, p, "person_delay_mean") / _value(pols, fixed, "person_delay_mean"))
+            rel = 100 * (1 - value(p, "person_delay_mean") / value(fixed, "person_delay_mean"))
             change = f", {abs(rel):.0f} % {'less' if rel >= 0 else 'more'} than fixed-time"
-            paired = _pair(entry, p, fixed, "person_delay_mean")
-            if paired is not None and paired["relative_percent"]["low"] == paired["relative_percent"]["low"]:
-                r = paired["relative_percent"]  # no interval where there are too few held-out cases
-                change += f" (paired 95 % CI {r['low']:+.0f} % to {r['high']:+.0f} %)"
+            paired = ctx.pair(variant, p, fixed, "person_delay_mean")
+            if paired is not None and not math.isnan(paired.relative_percent.low):
+                r = paired.relative_percent  # no interval where there are too few held-out cases
+                change += f" (paired 95 % CI {r.low:+.0f} % to {r.high:+.0f} %)"
         parts.append(f"The {kind}, {p}, gives {describe(p)}{change}.")
     if best_l and fixed and best_l in pols and fixed in pols and pedestrians:
-        cut = 1 - _value(pols, best_l, "person_delay_mean") / _value(pols, fixed, "person_delay_mean")
-        ped_ok = _value(pols, best_l, "pedestrian_max_wait") <= _value(pols, fixed, "pedestrian_max_wait")
+        cut = 1 - value(best_l, "person_delay_mean") / value(fixed, "person_delay_mean")
+        ped_ok = value(best_l, "pedestrian_max_wait") <= value(fixed, "pedestrian_max_wait")
         goal = cut >= 0.30 and ped_ok
         parts.append(
             f"Target (learned at least 30 % less person delay than fixed-time, pedestrians' longest wait no "
@@ -234,7 +216,7 @@ def finding(ctx: Any, variant: str, pedestrians: bool = True) -> str:
         if (
             best_h
             and best_h in pols
-            and _value(pols, best_h, "person_delay_mean") < _value(pols, best_l, "person_delay_mean")
+            and value(best_h, "person_delay_mean") < value(best_l, "person_delay_mean")
         ):
             parts.append(
                 f"A standard controller ({best_h}) still beats the learned one here: retiming or actuating "
@@ -243,13 +225,13 @@ def finding(ctx: Any, variant: str, pedestrians: bool = True) -> str:
     return " ".join(parts)
 
 
-def _fairness_block(ctx: Any, variant: str, order: list[str], colors: dict[str, str]) -> Any:
+def _fairness_block(ctx: ReportContext, variant: str, order: list[str], colors: dict[str, str]) -> Any:
     return KeepTogether(
         [
             Paragraph("Who waits: fairness between modes", ctx.styles["Heading3"]),
             ctx.figure(
                 f"traffic-fairness-{variant}",
-                fairness_chart(ctx.summary, variant, order, colors),
+                fairness_chart(ctx, variant, order, colors),
                 width=0.75 * 17 * 28.35,
             ),
             ctx.para(
@@ -263,10 +245,10 @@ def _fairness_block(ctx: Any, variant: str, order: list[str], colors: dict[str, 
     )
 
 
-def report_section(ctx: Any) -> list[Any]:
+def report_section(ctx: ReportContext) -> list[Any]:
     styles = ctx.styles
     story: list[Any] = [Paragraph("Vehicles and pedestrians", styles["Heading2"])]
-    first = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(ctx.scenario.variant_names[0]))
+    first = ctx.params(ctx.variants()[0])
     if has_pedestrians(first):
         intro = (
             "Delay is counted per person: a driver's delay is SUMO's time loss against driving at the "
@@ -286,10 +268,10 @@ def report_section(ctx: Any) -> list[Any]:
             "are zero and the pedestrian charts are left out."
         )
     story.append(ctx.para(intro))
-    order = _order(ctx)
+    order = ctx.policies()
     colors = _palette(order)
-    for variant in ctx.scenario.variant_names:
-        params = ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
+    for variant in ctx.variants():
+        params = ctx.params(variant)
         peds = has_pedestrians(params)
         heading = [] if variant == "default" else [Paragraph(f"Setting {variant}", styles["Heading3"])]
         story.append(Paragraph("Finding for the traffic engineer", styles["Heading3"]))
@@ -315,9 +297,8 @@ def report_section(ctx: Any) -> list[Any]:
             continue
         traces = _first_seed(ctx.traces[ctx.traces["variant"] == variant])
         fixed = _fixed_label(ctx)
-        entry = ctx.summary["variants"][variant]
         shown = [
-            p for p in dict.fromkeys([fixed, entry.get("best_heuristic"), entry.get("best_learned")]) if p
+            p for p in dict.fromkeys([fixed, ctx.best_heuristic(variant), ctx.best_learned(variant)]) if p
         ]
         shown = [p for p in shown if p in set(traces["policy"])]
         if shown and "time_s" in traces:

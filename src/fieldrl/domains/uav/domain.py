@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel
 
-from fieldrl.domains.base import Domain, EpisodeRecord
-from fieldrl.domains.multiagent import ParallelLockstepEnvs
+from fieldrl.domains.base import EpisodeRecord
+from fieldrl.domains.multiagent import ParallelDomain
 from fieldrl.domains.uav import metrics
 from fieldrl.domains.uav.heuristics import HEURISTICS
 from fieldrl.domains.uav.keys import KPI_KEYS, info_keys
@@ -19,11 +17,11 @@ from fieldrl.simulators.uav_params import UavParams
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd
 
-    from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
     from fieldrl.domains.uav.env import UavParallelEnv
+    from fieldrl.reportkit.context import ReportContext
 
 
-class UavDomain(Domain):
+class UavDomain(ParallelDomain[UavParams]):
     """UAVs and a base station serving vehicles' computing tasks in a city (arXiv:2605.04436 setting)."""
 
     name = "uav"
@@ -41,25 +39,14 @@ class UavDomain(Domain):
     info_keys = KPI_KEYS
     eval_batch_size = 64
 
-    def make_parallel_env(self, params: BaseModel) -> UavParallelEnv:
+    def make_parallel_env(self, params: UavParams, training: bool = False) -> UavParallelEnv:
         from fieldrl.domains.uav.env import UavParallelEnv
 
         return UavParallelEnv(self.checked_params(params))
 
-    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> AgentSlotVecEnv:
-        from fieldrl.domains.slot_vec_env import AgentSlotVecEnv
-        from fieldrl.domains.uav.env import UavParallelEnv
-
-        p = self.checked_params(params)
-        return AgentSlotVecEnv([partial(UavParallelEnv, p) for _ in range(n_envs)], seed=seed)
-
-    def make_eval_envs(
-        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
-    ) -> ParallelLockstepEnvs:
-        from fieldrl.domains.uav.env import UavParallelEnv
-
-        p = self.checked_params(params)
-        return ParallelLockstepEnvs([UavParallelEnv(p) for _ in seeds], seeds, info_keys(p))
+    def eval_info_keys(self, params: UavParams) -> Sequence[str]:
+        """The KPIs and the per-slot positions of this many UAVs and vehicles (for the report's map)."""
+        return info_keys(params)
 
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return metrics.episode_kpis(record)
@@ -67,7 +54,7 @@ class UavDomain(Domain):
     def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
         return metrics.episode_trace(record, index)
 
-    def report_section(self, context: Any) -> list[Any]:
+    def report_section(self, context: ReportContext) -> list[Any]:
         from fieldrl.domains.uav.report import report_section
 
         return report_section(context)

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from fieldrl.domains.base import HeuristicSpec
+from fieldrl.domains.base import HeuristicSpec, Settings
 from fieldrl.domains.uav.pipeline import SHARE_MODES
 from fieldrl.domains.uav.rectifier import equal_shares
+from fieldrl.policies.base import Policy
 from fieldrl.simulators.uav import LOCAL, Allocation, UavWorld
 from fieldrl.simulators.uav_params import UavParams
 
@@ -25,9 +26,7 @@ if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     from fieldrl.domains.uav.env import UavParallelEnv
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RuleSettings(Settings):
     trajectory: Literal["socp", "hover"] = Field(
         "socp", description="How the UAVs fly under this rule: SOCP waypoints, or hovering in place."
     )
@@ -71,7 +70,7 @@ def greedy_rate(world: UavWorld, rng: np.random.Generator) -> tuple[Allocation, 
 Rule = Callable[[UavWorld, np.random.Generator], tuple[Allocation, np.ndarray]]
 
 
-class PlanHeuristic:
+class PlanHeuristic(Policy):
     """Apply ``rule`` to every live episode each step (centralised; needs ``bind_envs``)."""
 
     def __init__(self, name: str, rule: Rule, trajectory: str):
@@ -102,16 +101,14 @@ class PlanHeuristic:
         return np.zeros(obs.shape[:2], dtype=np.int64)
 
 
-class FixedSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class FixedSettings(Settings):
     admit: int = Field(
         3, ge=0, le=200, description="Tasks each UAV admits (the largest admit level <= this)."
     )
     shares: Literal["equal", "demand"] = Field("demand", description="How a UAV splits its band and CPU.")
 
 
-class FixedAllocation:
+class FixedAllocation(Policy):
     """The full pipeline (SOCP, rectifier, LP) driven by one fixed allocation action instead of DRL.
 
     Not centralised: it returns the same discrete action for every UAV, so it measures what the
@@ -136,7 +133,9 @@ def _fixed(settings: FixedSettings, params: UavParams, name: str) -> FixedAlloca
 
 
 def _spec(rule: Rule, description: str) -> HeuristicSpec:
-    return HeuristicSpec(Settings, lambda s, p, name: PlanHeuristic(name, rule, s.trajectory), description)
+    return HeuristicSpec(
+        RuleSettings, lambda s, p, name: PlanHeuristic(name, rule, s.trajectory), description
+    )
 
 
 HEURISTICS: dict[str, HeuristicSpec] = {

@@ -31,17 +31,9 @@ KPIS: list[KPI] = [
 ]
 
 
-def last_active(active: np.ndarray) -> np.ndarray:
-    steps = active.shape[0]
-    last = steps - 1 - np.argmax(active[::-1], axis=0)
-    return np.where(active.any(axis=0), last, 0)
-
-
 def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
     """Each KPI read from ``info`` at the episode's last active step (the env keeps running totals)."""
-    active = np.asarray(record.active, dtype=bool)
-    idx, cols = last_active(active), np.arange(active.shape[1])
-    return {k.name: np.asarray(record.info[k.name], float)[idx, cols] for k in KPIS}
+    return {k.name: record.final(k.name) for k in KPIS}
 
 
 def episode_trace(record: EpisodeRecord, index: int) -> pd.DataFrame:

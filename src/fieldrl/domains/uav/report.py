@@ -21,8 +21,9 @@ import pandas as pd  # noqa: E402
 from reportlab.lib import colors  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph, Table, TableStyle  # noqa: E402
 
-from fieldrl.reports.figures import png_bytes  # noqa: E402
-from fieldrl.reports.findings import fmt, with_range  # noqa: E402
+from fieldrl.reportkit.context import ReportContext  # noqa: E402
+from fieldrl.reportkit.figures import png_bytes  # noqa: E402
+from fieldrl.reportkit.numbers import Interval, fmt, with_range  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -48,44 +49,42 @@ def system_of(params: dict[str, Any]) -> str:
 SYSTEM_LABEL = {"pipeline": "full pipeline", "ablation": "pipeline, no rectifier", "marl": "MARL baseline"}
 
 
-def rows_by_load(ctx: Any) -> dict[float, list[Row]]:
+def rows_by_load(ctx: ReportContext) -> dict[float, list[Row]]:
     """Comparable rows grouped by load level."""
-    scenario = ctx.scenario
     groups: dict[float, list[Row]] = {}
     heuristics = [
-        (e.label, "fixed" if e.use == "pipeline-fixed" else "heuristic") for e in scenario.policies.heuristics
+        (h.label, "fixed" if h.method == "pipeline-fixed" else "heuristic") for h in ctx.heuristics()
     ]
-    learned = scenario.policies.learned
-    for variant in scenario.variant_names:
-        if variant not in ctx.summary["variants"]:
+    learned = ctx.learned()
+    for variant in ctx.variants():
+        if not ctx.has_results(variant):
             continue
-        params = scenario.variant_params(variant)
+        params = ctx.variant_params(variant)
         load = float(params.get("load", 1.0))
         system = system_of(params)
         rows = groups.setdefault(load, [])
         if system == "pipeline" and not any(r.kind in ("heuristic", "fixed") for r in rows):
             rows.extend(Row(h, variant, h, kind) for h, kind in heuristics)
         for entry in learned:
-            own = independent_learners(entry.algorithm, params)
+            own = independent_learners(entry.method, params)
             label = f"{entry.label} ({SYSTEM_LABEL[system]}{', independent learners' if own else ''})"
             rows.append(Row(label, variant, entry.label, system, own))
     return groups
 
 
-def stat(ctx: Any, row: Row, kpi: str) -> dict[str, float] | None:
-    entry = ctx.summary["variants"][row.variant]["policies"].get(row.policy)
-    return None if entry is None else entry[kpi]["mean"]
+def stat(ctx: ReportContext, row: Row, kpi: str) -> Interval | None:
+    return ctx.stat(row.variant, row.policy, kpi)
 
 
-def _ci(value: dict[str, float] | None, digits: str = ".3g") -> str:
-    if value is None or value["value"] != value["value"]:
+def _ci(value: Interval | None, digits: str = ".3g") -> str:
+    if value is None or value.value != value.value:
         return "n/a"
-    if value["low"] != value["low"]:
-        return f"{value['value']:{digits}}"
-    return f"{value['value']:{digits}} [{value['low']:{digits}}, {value['high']:{digits}}]"
+    if value.low != value.low:
+        return f"{value.value:{digits}}"
+    return f"{value.value:{digits}} [{value.low:{digits}}, {value.high:{digits}}]"
 
 
-def bars_figure(ctx: Any, rows: list[Row]) -> bytes:
+def bars_figure(ctx: ReportContext, rows: list[Row]) -> bytes:
     """Success rate and cost by policy, with 95 % CIs."""
     fig, axes = plt.subplots(1, 2, figsize=(8.2, 0.38 * len(rows) + 1.4), sharey=True)
     y = np.arange(len(rows))
@@ -100,9 +99,9 @@ def bars_figure(ctx: Any, rows: list[Row]) -> bytes:
         axes, [("success_rate", "task success rate (%)"), ("cost", "system cost per slot")], strict=True
     ):
         vals = [stat(ctx, r, kpi) for r in rows]
-        mean = np.array([v["value"] if v else np.nan for v in vals])
-        low = np.array([v["low"] if v else np.nan for v in vals])
-        high = np.array([v["high"] if v else np.nan for v in vals])
+        mean = np.array([v.value if v else np.nan for v in vals])
+        low = np.array([v.low if v else np.nan for v in vals])
+        high = np.array([v.high if v else np.nan for v in vals])
         err = np.vstack([np.nan_to_num(mean - low), np.nan_to_num(high - mean)])
         ax.barh(y, mean, xerr=err, color=[palette[r.kind] for r in rows], capsize=3)
         ax.set_xlabel(label)
@@ -113,19 +112,19 @@ def bars_figure(ctx: Any, rows: list[Row]) -> bytes:
     return png_bytes(fig)
 
 
-def tradeoff_figure(ctx: Any, rows: list[Row]) -> bytes:
+def tradeoff_figure(ctx: ReportContext, rows: list[Row]) -> bytes:
     """Mean delay against energy per slot, one point per policy, with CIs on both axes."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     cmap = plt.get_cmap("tab10")
     for i, row in enumerate(rows):
         d, e = stat(ctx, row, "mean_delay_ms"), stat(ctx, row, "energy_j")
-        if d is None or e is None or not np.isfinite([d["value"], e["value"]]).all():
+        if d is None or e is None or not np.isfinite([d.value, e.value]).all():
             continue
         ax.errorbar(
-            e["value"],
-            d["value"],
-            xerr=[[max(e["value"] - e["low"], 0)], [max(e["high"] - e["value"], 0)]],
-            yerr=[[max(d["value"] - d["low"], 0)], [max(d["high"] - d["value"], 0)]],
+            e.value,
+            d.value,
+            xerr=[[max(e.value - e.low, 0)], [max(e.high - e.value, 0)]],
+            yerr=[[max(d.value - d.low, 0)], [max(d.high - d.value, 0)]],
             fmt="o" if row.kind in ("heuristic", "fixed") else "s",
             color=cmap(i % 10),
             label=row.label,
@@ -178,7 +177,7 @@ def map_figure(
     return png_bytes(fig)
 
 
-def ablation_table(ctx: Any, rows: list[Row]) -> Table:
+def ablation_table(ctx: ReportContext, rows: list[Row]) -> Table:
     cell = ctx.styles["Cell"]
     header = [
         "system",
@@ -218,7 +217,7 @@ def ablation_table(ctx: Any, rows: list[Row]) -> Table:
     return table
 
 
-def finding(ctx: Any, rows: list[Row]) -> str:
+def finding(ctx: ReportContext, rows: list[Row]) -> str:
     """Plain words for a network operator: the full pipeline against the MARL baseline and the best rule."""
     full = next((r for r in rows if r.kind == "pipeline"), None)
     if full is None:
@@ -227,22 +226,21 @@ def finding(ctx: Any, rows: list[Row]) -> str:
     rules = [r for r in rows if r.kind == "heuristic"]
     parts = [
         f"With the full pipeline (SOCP flight paths, learned allocation, rectifier, LP offloading) "
-        f"{with_range(f_s, ' %')} of tasks met their deadline at a cost of {fmt(f_c['value'])} per slot."
+        f"{with_range(f_s, ' %')} of tasks met their deadline at a cost of {fmt(f_c.value)} per slot."
     ]
-    few = ctx.summary["variants"][full.variant].get("too_few_cases")  # no intervals: nothing "clearly" so
+    few = ctx.too_few_cases(full.variant)  # no intervals: nothing "clearly" so
     if rules:
-        best = max(rules, key=lambda r: stat(ctx, r, "success_rate")["value"])
+        best = max(rules, key=lambda r: stat(ctx, r, "success_rate").value)
         b_s, b_c = stat(ctx, best, "success_rate"), stat(ctx, best, "cost")
-        overlap = f_s["high"] >= b_s["low"] and f_s["low"] <= b_s["high"]
         if few:
             verdict = "a share that so few held-out cases cannot compare with it"
-        elif overlap:
+        elif f_s.overlaps(b_s):
             verdict = "a similar share of tasks (the confidence intervals overlap)"
         else:
-            verdict = "clearly more tasks" if f_s["value"] > b_s["value"] else "clearly fewer tasks"
+            verdict = "clearly more tasks" if f_s.value > b_s.value else "clearly fewer tasks"
         parts.append(
-            f"The best fixed rule, '{best.label}', completed {fmt(b_s['value'])} % "
-            f"(cost {fmt(b_c['value'])}): the pipeline completed {verdict}."
+            f"The best fixed rule, '{best.label}', completed {fmt(b_s.value)} % "
+            f"(cost {fmt(b_c.value)}): the pipeline completed {verdict}."
         )
     marl = next((r for r in rows if r.kind == "marl"), None)
     if marl is not None:
@@ -254,48 +252,50 @@ def finding(ctx: Any, rows: list[Row]) -> str:
         )
         parts.append(
             f"Reinforcement learning alone (the MARL baseline: {who}; agents also steer the UAVs and pick "
-            f"offloading fractions, no optimisation) completed {fmt(m_s['value'])} % at a cost of "
-            f"{fmt(m_c['value'])}."
+            f"offloading fractions, no optimisation) completed {fmt(m_s.value)} % at a cost of "
+            f"{fmt(m_c.value)}."
         )
     abl = next((r for r in rows if r.kind == "ablation"), None)
     if abl is not None:
         a_s = stat(ctx, abl, "success_rate")
-        parts.append(f"Without the rectifier the pipeline completed {fmt(a_s['value'])} %.")
+        parts.append(f"Without the rectifier the pipeline completed {fmt(a_s.value)} %.")
     fixed = next((r for r in rows if r.kind == "fixed"), None)
     if fixed is not None:
         x_s = stat(ctx, fixed, "success_rate")
         if few:
             word = "cannot be compared, on so few held-out cases,"
-        elif x_s["high"] >= f_s["low"] and x_s["low"] <= f_s["high"]:
+        elif x_s.overlaps(f_s):
             word = "did not measurably change the success rate"
         else:
-            word = "raised the success rate" if f_s["value"] > x_s["value"] else "lowered the success rate"
+            word = "raised the success rate" if f_s.value > x_s.value else "lowered the success rate"
         paired = ""
-        entry = ctx.summary["variants"][full.variant]
-        paired_ok = entry.get("best_heuristic") == fixed.policy and entry.get("best_learned") == full.policy
-        if paired_ok and not few:
-            d = entry["comparison"]["success_rate"]["difference"]
+        paired_ok = (
+            ctx.best_heuristic(full.variant) == fixed.policy and ctx.best_learned(full.variant) == full.policy
+        )
+        comparison = ctx.comparison(full.variant, "success_rate")
+        if paired_ok and not few and comparison is not None:
+            d = comparison.difference
             paired = (
-                f"; paired on the same held-out cases the difference is {d['value']:+.1f} points "
-                f"(95 % CI {d['low']:+.1f} to {d['high']:+.1f})"
+                f"; paired on the same held-out cases the difference is {d.value:+.1f} points "
+                f"(95 % CI {d.low:+.1f} to {d.high:+.1f})"
             )
-            word = "raised the success rate" if d["low"] > 0 else word
-            word = "lowered the success rate" if d["high"] < 0 else word
+            word = "raised the success rate" if d.low > 0 else word
+            word = "lowered the success rate" if d.high < 0 else word
         against = "with" if few else "compared with"
         parts.append(
             f"Inside the same pipeline, the learned allocation {word} {against} a fixed admission count "
-            f"('{fixed.label}': {fmt(x_s['value'])} %{paired})."
+            f"('{fixed.label}': {fmt(x_s.value)} %{paired})."
         )
     lp, socp = stat(ctx, full, "lp_ms"), stat(ctx, full, "socp_ms")
     parts.append(
-        f"For an operator: the optimisation stages cost {fmt(lp['value'])} ms of LP time per slot and "
-        f"{fmt(socp['value'])} ms of SOCP time per UAV on this machine, small against a 1 s slot. "
+        f"For an operator: the optimisation stages cost {fmt(lp.value)} ms of LP time per slot and "
+        f"{fmt(socp.value)} ms of SOCP time per UAV on this machine, small against a 1 s slot. "
         "These are simulations of a model city with mean path losses, not field data."
     )
     return " ".join(parts)
 
 
-def report_section(ctx: Any) -> list[Any]:
+def report_section(ctx: ReportContext) -> list[Any]:
     styles = ctx.styles
     story: list[Any] = [Paragraph("UAV offloading: the systems side by side", styles["Heading2"])]
     groups = rows_by_load(ctx)
@@ -344,7 +344,7 @@ def report_section(ctx: Any) -> list[Any]:
     if not ctx.traces.empty:
         rows = next(iter(groups.values()), [])
         panels = [(r.label, r.variant, r.policy) for r in rows if r.kind in ("pipeline", "marl")]
-        params = ctx.scenario.variant_params(ctx.scenario.variant_names[0])
+        params = ctx.variant_params(ctx.variants()[0])
         from fieldrl.simulators.uav_params import UavParams
 
         p = UavParams.model_validate(params)

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel
 
 from fieldrl.domains.base import KPI, Domain, EpisodeRecord
 from fieldrl.domains.wealth.heuristics import HEURISTICS, heuristic_problem
@@ -18,6 +17,7 @@ if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
 
     from fieldrl.domains.wealth.env import WealthEnv
     from fieldrl.domains.wealth.envs import WealthEvalEnvs, WealthVecEnv
+    from fieldrl.reportkit.context import ReportContext
 
 #: held-out paths kept in the trace (for the report's fan charts and policy maps).
 MAX_TRACE_PATHS = 1000
@@ -29,11 +29,6 @@ KPIS: list[KPI] = [
     # leftover wealth earns nothing in the GBWM objective, but it is the client's money
     KPI("final_wealth", "Wealth left at the end", "W0 units", higher_is_better=True),
 ]
-
-
-def _last_active(active: np.ndarray) -> np.ndarray:
-    last = active.shape[0] - 1 - np.argmax(active[::-1], axis=0)
-    return np.where(active.any(axis=0), last, 0)
 
 
 def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
@@ -51,8 +46,7 @@ def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
     ).sum(axis=0)
     n_goals = np.asarray(init["n_goals"], dtype=np.float64)
     goals = np.where(n_goals > 0, 100.0 * taken / np.maximum(n_goals, 1.0), 0.0)
-    cols = np.arange(active.shape[1])
-    final = np.asarray(record.info["wealth"], dtype=np.float64)[_last_active(active), cols]
+    final = record.final("wealth", np.float64)
     return {"utility": utility, "pct_of_dp": pct, "goals_taken": goals, "final_wealth": final}
 
 
@@ -108,7 +102,7 @@ def episode_trace(record: EpisodeRecord, index: int, max_paths: int = MAX_TRACE_
 # ----------------------------------------------------------------------------- domain
 
 
-class WealthDomain(Domain):
+class WealthDomain(Domain[WealthParams]):
     """Goals-based wealth management: which goals to fund and how to invest, year by year."""
 
     name = "wealth"
@@ -125,10 +119,10 @@ class WealthDomain(Domain):
     }
     heuristics = HEURISTICS
 
-    def heuristic_problem(self, use: str, params: BaseModel) -> str | None:
+    def heuristic_problem(self, use: str, params: WealthParams) -> str | None:
         return heuristic_problem(use, self.checked_params(params))
 
-    def make_env(self, params: BaseModel, seed: int | None = None) -> WealthEnv:
+    def make_env(self, params: WealthParams, seed: int | None = None) -> WealthEnv:
         from fieldrl.domains.wealth.env import WealthEnv
 
         p = self.checked_params(params)
@@ -144,13 +138,13 @@ class WealthDomain(Domain):
             env.reset(seed=seed)
         return env
 
-    def make_train_vec_env(self, params: BaseModel, n_envs: int, seed: int) -> WealthVecEnv:
+    def make_train_vec_env(self, params: WealthParams, n_envs: int, seed: int) -> WealthVecEnv:
         from fieldrl.domains.wealth.envs import WealthVecEnv
 
         return WealthVecEnv(self.checked_params(params), n_envs, seed=seed)
 
     def make_eval_envs(
-        self, params: BaseModel, seeds: Sequence[int], cases: Sequence[int] | None = None
+        self, params: WealthParams, seeds: Sequence[int], cases: Sequence[int] | None = None
     ) -> WealthEvalEnvs:
         from fieldrl.domains.wealth.envs import WealthEvalEnvs
 
@@ -162,7 +156,7 @@ class WealthDomain(Domain):
     def episode_trace(self, record: EpisodeRecord, index: int) -> pd.DataFrame:
         return episode_trace(record, index)
 
-    def report_section(self, context: Any) -> list[Any]:
+    def report_section(self, context: ReportContext) -> list[Any]:
         from fieldrl.domains.wealth.report import report_section
 
         return report_section(context)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from fieldrl.domains.base import EvalEnvs
 from fieldrl.domains.vec_env import BatchedVecEnv
 from fieldrl.domains.wealth.env import OBS_CLIP, apply_prices, observation_size, observe
 from fieldrl.domains.wealth.heuristics import ProblemObs, action_sizes, dp_solution
@@ -67,7 +68,7 @@ class _Group:
         return out
 
 
-class WealthEvalEnvs:
+class WealthEvalEnvs(EvalEnvs):
     """One held-out episode per seed, stepped in lockstep (see the module doc for the seeds).
 
     Observations come as :class:`ProblemObs` (rows' problems attached, for ``dp``).

@@ -24,12 +24,13 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from fieldrl.domains.base import HeuristicSpec
+from fieldrl.domains.base import HeuristicSpec, Settings
 from fieldrl.domains.wealth.env import _HEAD
 from fieldrl.domains.wealth.params import WealthParams
 from fieldrl.errors import FieldrlError
+from fieldrl.policies.base import Policy
 from fieldrl.simulators.gbwm import Problem
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
@@ -95,11 +96,7 @@ def action_sizes(params: WealthParams) -> tuple[int, int]:
 # ----------------------------------------------------------------------------- settings
 
 
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class FixedSettings(_Settings):
+class FixedSettings(Settings):
     portfolio: PortfolioChoice = Field(
         "balanced",
         description="conservative (lowest risk), balanced (middle), aggressive (highest risk), "
@@ -110,13 +107,13 @@ class FixedSettings(_Settings):
     )
 
 
-class GreedySettings(_Settings):
+class GreedySettings(Settings):
     portfolio: PortfolioChoice = Field(
         "balanced", description="Portfolio held every year (a name or an index 0..K-1)."
     )
 
 
-class GlideSettings(_Settings):
+class GlideSettings(Settings):
     target: Literal["horizon", "next-goal"] = Field(
         "next-goal", description="Date the glide path aims at: the next goal due, or the horizon T."
     )
@@ -127,7 +124,7 @@ class GlideSettings(_Settings):
     end: PortfolioChoice = Field("conservative", description="Portfolio at the target.")
 
 
-class DPSettings(_Settings):
+class DPSettings(Settings):
     grid_density: float | None = Field(
         None,
         ge=0.25,
@@ -183,7 +180,7 @@ def years_to_next_goal(obs: np.ndarray, max_obs_goals: int, levels: int) -> np.n
     return out
 
 
-class _Rule:
+class _Rule(Policy):
     """Shared plumbing: a name, the action sizes and a stateless ``reset``."""
 
     def __init__(self, name: str, n_options: int, k: int):

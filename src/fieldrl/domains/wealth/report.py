@@ -20,8 +20,10 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from reportlab.lib import colors  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph, Table, TableStyle  # noqa: E402
 
-from fieldrl.reports.figures import png_bytes  # noqa: E402
-from fieldrl.reports.findings import fmt, with_range  # noqa: E402
+from fieldrl.reportkit.context import ReportContext  # noqa: E402
+from fieldrl.reportkit.figures import png_bytes  # noqa: E402
+from fieldrl.reportkit.layout import PAGE_WIDTH  # noqa: E402
+from fieldrl.reportkit.numbers import Interval, fmt, with_range  # noqa: E402
 
 BANDS = ((5, 95), (25, 75))
 
@@ -111,7 +113,7 @@ def policy_maps(frame: pd.DataFrame, policies: list[str], k: int) -> bytes:
     return png_bytes(fig)
 
 
-def goal_table(ctx: Any, frame: pd.DataFrame, policies: list[str]) -> Table | None:
+def goal_table(ctx: ReportContext, frame: pd.DataFrame, policies: list[str]) -> Table | None:
     """% of held-out paths reaching each goal (any level), per policy; fixed problems only."""
     due = frame[frame["goal_due"] == 1]
     years = sorted(due["year"].unique())
@@ -170,13 +172,17 @@ def paired_share(
     return float(share(np.arange(n))), float(low), float(high)
 
 
-def adviser_text(ctx: Any, variant: str, dp_name: str | None, several_problems: bool) -> str:
+def _means(ctx: ReportContext, variant: str, kpi: str) -> dict[str, Interval]:
+    """Each policy's mean of ``kpi`` in ``variant``, for the policies that have one."""
+    return {p: s for p in ctx.evaluated(variant) if (s := ctx.stat(variant, p, kpi)) is not None}
+
+
+def adviser_text(ctx: ReportContext, variant: str, dp_name: str | None, several_problems: bool) -> str:
     """The % of DP findings in plain words."""
-    entry = ctx.summary["variants"][variant]["policies"]
-    shares = {p: v["pct_of_dp"]["mean"] for p, v in entry.items() if "pct_of_dp" in v}
+    shares = _means(ctx, variant, "pct_of_dp")
     if not shares:
         return ""
-    few = ctx.summary["variants"][variant].get("too_few_cases")
+    few = ctx.too_few_cases(variant)
     where = (
         "averaged over the held-out investors' problems (each problem's own optimum is 100 %)"
         if several_problems
@@ -186,14 +192,10 @@ def adviser_text(ctx: Any, variant: str, dp_name: str | None, several_problems: 
         "The dynamic-programming (DP) strategy is the best any strategy can do on average: it plans the "
         "portfolio and the goals to fund for every year and every wealth level in advance. Each strategy's "
         f"expected utility is shown as a share of that optimum, {where}"
-        + (
-            ""
-            if ctx.summary["variants"][variant].get("too_few_cases")
-            else ", with 95 % confidence intervals"
-        )
+        + ("" if few else ", with 95 % confidence intervals")
         + " from the held-out market paths:"
     ]
-    ranked = sorted(shares.items(), key=lambda kv: -kv[1]["value"])
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1].value)
     parts.append("; ".join(f"{p} {with_range(s, ' %')}" for p, s in ranked) + ".")
     if dp_name is not None and dp_name in shares:
         parts.append(
@@ -240,9 +242,9 @@ def price_fan(frame: pd.DataFrame) -> bytes:
     return png_bytes(fig)
 
 
-def inflation_text(ctx: Any, variant: str, inflation: Any, frame: pd.DataFrame) -> str:
+def inflation_text(ctx: ReportContext, variant: str, inflation: Any, frame: pd.DataFrame) -> str:
     """Plain words for a setting with stochastic inflation: no DP optimum; utility compared directly."""
-    entry = ctx.summary["variants"][variant]
+    few = ctx.too_few_cases(variant)
     parts = [
         "Goal costs in this setting rise with a random price index: the listed costs are in year-0 prices "
         "and each goal is paid at the index of the year it falls due (annual log inflation "
@@ -262,58 +264,52 @@ def inflation_text(ctx: Any, variant: str, inflation: Any, frame: pd.DataFrame) 
                 f"By the last year the index reached {fmt(mid)} on the median path (5-95 %: {fmt(lo)} to "
                 f"{fmt(hi)}), so the late goals cost that much more than listed."
             )
-    utility = {p: v["utility"]["mean"] for p, v in entry["policies"].items() if "utility" in v}
+    utility = _means(ctx, variant, "utility")
     if utility:
-        ranked = sorted(utility.items(), key=lambda kv: -kv[1]["value"])
+        ranked = sorted(utility.items(), key=lambda kv: -kv[1].value)
         parts.append(
             "Expected utility over the held-out market paths"
-            + ("" if entry.get("too_few_cases") else " with 95 % confidence intervals")
+            + ("" if few else " with 95 % confidence intervals")
             + ": "
             + "; ".join(f"{p} {with_range(s)}" for p, s in ranked)
             + "."
         )
-    learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
-    diff = entry.get("comparison", {}).get("utility", {}).get("difference")
-    if learned and heuristic and diff and entry.get("too_few_cases"):
+    learned, heuristic = ctx.best_learned(variant), ctx.best_heuristic(variant)
+    comparison = ctx.comparison(variant, "utility")
+    diff = None if comparison is None else comparison.difference
+    if learned and heuristic and diff and few:
         parts.append(
             f"For an adviser: {learned}, the best learned strategy, and {heuristic}, the best standard rule, "
             "cannot be compared on so few held-out cases."
         )
     elif learned and heuristic and diff:
-        if diff["low"] > 0:
+        if diff.low > 0:
             verdict = "reached more utility than"
-        elif diff["high"] < 0:
+        elif diff.high < 0:
             verdict = "reached less utility than"
         else:
             verdict = "could not be told apart from"
         parts.append(
             f"For an adviser: {learned}, the best learned strategy, {verdict} {heuristic}, the best standard "
-            f"rule, on the same paths (difference {fmt(diff['value'])}, 95 % CI {fmt(diff['low'])} to "
-            f"{fmt(diff['high'])})."
+            f"rule, on the same paths (difference {fmt(diff.value)}, 95 % CI {fmt(diff.low)} to "
+            f"{fmt(diff.high)})."
         )
     return " ".join(parts)
 
 
-def _variant_params(ctx: Any, variant: str) -> Any:
-    """The variant's parameters (the scenario was validated when its run folder was opened)."""
-    return ctx.domain.params_model.model_validate(ctx.scenario.variant_params(variant))
-
-
-def report_section(ctx: Any) -> list[Any]:
-    from fieldrl.reports.pdf import PAGE_WIDTH
-
+def report_section(ctx: ReportContext) -> list[Any]:
     styles = ctx.styles
     story: list[Any] = [Paragraph("Wealth paths, goals and decisions", styles["Heading2"])]
     traces = ctx.traces
-    order = [p["name"] for p in ctx.summary["policies"]]
-    dp_name = next((e.label for e in ctx.scenario.policies.heuristics if e.use == "dp"), None)
-    learned = [e.label for e in ctx.scenario.policies.learned]
-    for variant in ctx.scenario.variant_names:
+    order = ctx.policies()
+    dp_name = ctx.heuristic_label("dp")
+    learned = [p.label for p in ctx.learned()]
+    for variant in ctx.variants():
         frame = traces[traces["variant"] == variant] if not traces.empty else pd.DataFrame()
         if variant != "default":
             story.append(Paragraph(f"Setting {variant}", styles["Heading3"]))
         several = not frame.empty and frame["problem"].nunique() > 1
-        params = _variant_params(ctx, variant)
+        params = ctx.params(variant)  # validated when the run folder was opened
         inflation = getattr(params, "inflation", None)
         if not frame.empty:
             frame = _first_seed(frame)

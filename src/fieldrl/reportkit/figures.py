@@ -1,4 +1,5 @@
-"""Shared matplotlib figures: KPI comparison with CIs, learning curves."""
+"""Shared matplotlib figures: KPI comparison with CIs, learning and validation curves, paired
+differences; :func:`png_bytes` and the policy palette for the domains' own figures."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fieldrl.reports.findings import MIN_CASES, cases, measured_kpis, ranked  # noqa: E402
-from fieldrl.reports.findings import finite as _finite  # noqa: E402
+from fieldrl.reportkit.numbers import MIN_CASES  # noqa: E402
+from fieldrl.reportkit.numbers import finite as _finite  # noqa: E402
+from fieldrl.reportkit.summary import cases, measured_kpis, ranked  # noqa: E402
 
 HEURISTIC_COLOR = "#8c8c8c"
 LEARNED_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"]

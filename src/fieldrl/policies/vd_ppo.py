@@ -10,8 +10,10 @@ each trained on its own discounted return; the policy gradient uses
 with ``term_weights`` ``w`` (safety first: by default the env's weights 10, 0.1, 0.1, so the
 objective is the summed reward's, only its estimate is decomposed).
 
-The env must put each agent's unweighted term rewards in ``infos[i]["reward_terms"]`` (the
-taxiway training VecEnv does, see :class:`~fieldrl.domains.taxiway.vec.TermRewardSlots`). The
+The algorithm knows no domain: the env must put each agent's unweighted term rewards in
+``infos[i]["reward_terms"]`` (the taxiway training VecEnv does, see
+:class:`~fieldrl.domains.taxiway.vec.TermRewardSlots`), and the scenario sets ``term_weights``
+to match its terms (the default is the taxiway's safety, efficiency and progress weights). The
 algorithm wraps its training env so that SB3's rollout code sees ``(n_envs, n_terms)`` rewards;
 ``VecMonitor`` underneath still records the scalar episode return. ``normalize_reward`` is not
 supported (terms are raw). Built on sb3-contrib's MaskablePPO, policy and rollout buffer; only the

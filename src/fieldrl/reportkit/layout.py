@@ -1,4 +1,8 @@
-"""Table geometry for the PDF: columns wide enough that no header word is broken.
+"""Page geometry and table layout for the PDF: the page, the paragraph styles, images scaled to fit,
+and columns wide enough that no header word is broken.
+
+Every page of the report, the domains' own pages included, is A4 with 2 cm margins: figures and
+tables are sized against :data:`PAGE_WIDTH`.
 
 Reportlab wraps a cell's words at spaces and breaks a word that is wider than its column
 ("pe destrian"). Column widths here start from the widest word of each column (measured with
@@ -9,11 +13,24 @@ the page holds is split into several that repeat the first column.
 from __future__ import annotations
 
 import html
+import io
 import re
 from collections.abc import Sequence
 from typing import Any
 
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.styles import ParagraphStyle, StyleSheet1, getSampleStyleSheet
+from reportlab.lib.units import cm
+from reportlab.lib.utils import ImageReader
 from reportlab.pdfbase.pdfmetrics import stringWidth
+from reportlab.platypus import Image
+
+#: the page every report is laid out on
+PAGE_SIZE = A4
+#: left, right margin of every page
+MARGIN = 2 * cm
+#: the width between the margins: what figures and tables are scaled to
+PAGE_WIDTH = A4[0] - 2 * MARGIN
 
 #: left and right padding of every cell in fieldrl's tables (points)
 CELL_PADDING = 3.0
@@ -78,3 +95,25 @@ def header_overflows(table: Any) -> list[str]:
         size = getattr(getattr(cell, "style", None), "fontSize", style.fontsize)
         found += [w for w in words(str(text)) if word_width(w, size) > room]
     return found
+
+
+def stylesheet() -> StyleSheet1:
+    """reportlab's sample styles plus the report's own: Finding, Small, Cell, Verdict, Term."""
+    styles = getSampleStyleSheet()
+    styles.add(ParagraphStyle("Finding", parent=styles["BodyText"], fontSize=10.5, leading=14))
+    styles.add(ParagraphStyle("Small", parent=styles["BodyText"], fontSize=8, leading=10))
+    styles["Code"].fontSize, styles["Code"].leading = 6.5, 7.5
+    styles.add(ParagraphStyle("Cell", parent=styles["BodyText"], fontSize=7.5, leading=9))
+    styles.add(ParagraphStyle("Verdict", parent=styles["BodyText"], fontSize=11, leading=14, spaceAfter=3))
+    styles.add(ParagraphStyle("Term", parent=styles["Small"], leftIndent=10, bulletIndent=2, spaceAfter=1))
+    for name in ("Heading1", "Heading2", "Heading3"):
+        styles[name].keepWithNext = 1  # a heading never ends a page without its first paragraph or table
+    return styles
+
+
+def image(png: bytes, width: float, max_height: float | None = None) -> Image:
+    """``png`` as a flowable ``width`` wide (narrower where it would be taller than ``max_height``)."""
+    w, h = ImageReader(io.BytesIO(png)).getSize()
+    if max_height is not None and width * h / w > max_height:
+        width = max_height * w / h
+    return Image(io.BytesIO(png), width=width, height=width * h / w)
