@@ -21,9 +21,16 @@ import numpy as np
 import scipy
 from _common import machine_info, quick_mode, write_result
 
-from fieldrl.simulators.gbwm import Frontier, Goal, Problem, benchmark_problem, sample_problem, simulate
-from fieldrl.simulators.gbwm_dp import solve, solve_converged
-from fieldrl.simulators.gbwm_reference import reference_value
+from fieldrl.simulators.gbwm.dp import solve, solve_converged
+from fieldrl.simulators.gbwm.engine import (
+    Frontier,
+    Goal,
+    Problem,
+    benchmark_problem,
+    sample_problem,
+    simulate,
+)
+from fieldrl.simulators.gbwm.reference import reference_value
 
 REPEATS = 7
 MC_PATHS = 20_000
@@ -176,7 +183,7 @@ def main() -> dict:
     errors = accuracy(accuracy_problems)
     meta = meta_rl_vs_dp(meta_problems, min(REPEATS, 3))
     result = {
-        "benchmark": "GBWM backward-induction DP (fieldrl.simulators.gbwm_dp.solve)",
+        "benchmark": "GBWM backward-induction DP (fieldrl.simulators.gbwm.dp.solve)",
         "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine_info(numpy=np.__version__, scipy=scipy.__version__),
         "settings": {

@@ -30,7 +30,7 @@ from fieldrl.domains.taxiway.env import TaxiwayEnv
 from fieldrl.domains.taxiway.heuristics import CBS, FCFS, Prioritized, ShortestPath
 from fieldrl.domains.taxiway.params import TaxiwayParams
 from fieldrl.policies.learned import SB3Policy
-from fieldrl.simulators.airport_planning import action_towards
+from fieldrl.simulators.airport.planning import action_towards
 
 RESULT = Path(__file__).parent / "results" / "taxiway.json"
 

@@ -21,7 +21,7 @@ import scipy
 from _common import machine_info, quick_mode, write_result
 
 from fieldrl.domains.uav.env import UavParallelEnv
-from fieldrl.simulators.uav_params import UavParams
+from fieldrl.simulators.uav.params import UavParams
 
 RESULT = Path(__file__).parent / "results" / "uav.json"
 CONFIGS = [(2, 10), (4, 20), (4, 40), (6, 60), (8, 80), (8, 160)]

@@ -3,7 +3,7 @@ case.
 
 The paper's grid (one point per sigma_min) is up to ~1.5 % low on problems with few goals before the
 horizon, infusions and small frontiers; the reference refines the grid until the value settles and
-agrees with an independent DP (:mod:`fieldrl.simulators.gbwm_reference`) within 0.3 %.
+agrees with an independent DP (:mod:`fieldrl.simulators.gbwm.reference`) within 0.3 %.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from fieldrl.domains.wealth.heuristics import DPSettings, dp_solution
-from fieldrl.simulators.gbwm import Frontier, Goal, Problem, benchmark_problem, sample_problem
-from fieldrl.simulators.gbwm_dp import RTOL, grid_q, make_grid, solve, solve_converged, transition
-from fieldrl.simulators.gbwm_reference import reference_value
+from fieldrl.simulators.gbwm.dp import RTOL, grid_q, make_grid, solve, solve_converged, transition
+from fieldrl.simulators.gbwm.engine import Frontier, Goal, Problem, benchmark_problem, sample_problem
+from fieldrl.simulators.gbwm.reference import reference_value
 
 
 def small_frontier_problem(rng: np.random.Generator) -> Problem:

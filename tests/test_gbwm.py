@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy.special import ndtr
 
-from fieldrl.simulators.gbwm import (
+from fieldrl.simulators.gbwm.dp import make_grid, solve
+from fieldrl.simulators.gbwm.engine import (
     DEFAULT_COV,
     DEFAULT_MEANS,
     Frontier,
@@ -20,7 +21,6 @@ from fieldrl.simulators.gbwm import (
     sample_problem,
     simulate,
 )
-from fieldrl.simulators.gbwm_dp import make_grid, solve
 
 Z99 = 2.5758  # two-sided 99 % normal quantile
 

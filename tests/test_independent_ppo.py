@@ -13,7 +13,7 @@ from fieldrl.domains.uav import DOMAIN
 from fieldrl.policies.independent import IndependentMlpExtractor, IndependentPPO
 from fieldrl.policies.learned import MODEL_FILE, NORM_FILE, construction_problem, load_policy, train_model
 from fieldrl.scenario import LearnedEntry, load_scenario
-from fieldrl.simulators.uav_params import UavParams
+from fieldrl.simulators.uav.params import UavParams
 
 MARL = UavParams(n_uavs=2, n_vehicles=8, episode_slots=6, load=2.0, pipeline=False, agent_ids=True)
 FAST = {"n_steps": 16, "batch_size": 32, "n_epochs": 2}

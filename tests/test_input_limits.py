@@ -207,7 +207,7 @@ def test_zero_bandwidth_with_no_completed_task_reports_no_delay_rather_than_0_ms
     """Zero bandwidth keeps every task local (a valid ablation); where none of them can finish in
     time, the mean delay of completed tasks is not measured, not a perfect 0 ms."""
     from fieldrl.domains.uav.env import UavParallelEnv
-    from fieldrl.simulators.uav_params import UavParams
+    from fieldrl.simulators.uav.params import UavParams
 
     slow = {"bits_min_mbit": 1.0, "bits_max_mbit": 1.0, "cpb_min": 1000.0, "cpb_max": 1000.0}
     params = UavParams(uav_bandwidth_mhz=0.0, bs_bandwidth_mhz=0.0, n_vehicles=4, episode_slots=3, **slow)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fieldrl.simulators.airport import Movement, SurfaceSim, TrafficConfig
-from fieldrl.simulators.airport_layout import build_surface, layout_from_dict
+from fieldrl.simulators.airport.engine import Movement, SurfaceSim, TrafficConfig
+from fieldrl.simulators.airport.layout import build_surface, layout_from_dict
 
 LAYOUT = {
     "name": "conflict test",

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from fieldrl.domains.taxiway.env import OWN, TERMS, TaxiwayEnv, parallel_env
 from fieldrl.domains.taxiway.params import TaxiwayParams
-from fieldrl.simulators.airport_layout import PRIVATE_KINDS, UNREACHABLE
+from fieldrl.simulators.airport.layout import PRIVATE_KINDS, UNREACHABLE
 
 
 @pytest.mark.parametrize(("layout", "density"), [("small", "high"), ("large", "low")])

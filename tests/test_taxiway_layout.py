@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from fieldrl.domains.taxiway.env import LAYOUT_DIR
-from fieldrl.simulators.airport_layout import LayoutError, build_surface, layout_from_dict, load_layout
-from fieldrl.simulators.airport_osm import layout_from_geojson
+from fieldrl.simulators.airport.layout import LayoutError, build_surface, layout_from_dict, load_layout
+from fieldrl.simulators.airport.osm import layout_from_geojson
 
 TINY = {
     "name": "tiny",

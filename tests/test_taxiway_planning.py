@@ -9,7 +9,7 @@ from fieldrl.domains.taxiway.domain import TaxiwayLockstepEnvs
 from fieldrl.domains.taxiway.env import TaxiwayEnv
 from fieldrl.domains.taxiway.heuristics import CBS, FCFS, Prioritized, ShortestPath, first_conflict
 from fieldrl.domains.taxiway.params import TaxiwayParams
-from fieldrl.simulators.airport_planning import Reservations, plan_path
+from fieldrl.simulators.airport.planning import Reservations, plan_path
 
 
 def run(policy, params: TaxiwayParams, seeds: list[int]) -> list[TaxiwayEnv]:

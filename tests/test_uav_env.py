@@ -13,7 +13,7 @@ from fieldrl.domains.uav.env import UavParallelEnv, parallel_env
 from fieldrl.domains.uav.pipeline import allocation_from_actions, optimise_slot
 from fieldrl.domains.uav.rectifier import LanguageModelRectifier, RuleRectifier
 from fieldrl.evaluation.runner import run_episodes
-from fieldrl.simulators.uav_params import UavParams
+from fieldrl.simulators.uav.params import UavParams
 
 SMALL = {"n_uavs": 2, "n_vehicles": 8, "episode_slots": 6, "load": 2.0}
 

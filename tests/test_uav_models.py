@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from fieldrl.simulators import uav_channel as ch
-from fieldrl.simulators.uav import LOCAL, Allocation, UavWorld
-from fieldrl.simulators.uav_mobility import RoadGrid
-from fieldrl.simulators.uav_opt import TrajectoryPlanner, solve_offloading_lp
-from fieldrl.simulators.uav_params import UavParams
+from fieldrl.simulators.uav import channel as ch
+from fieldrl.simulators.uav.engine import LOCAL, Allocation, UavWorld
+from fieldrl.simulators.uav.mobility import RoadGrid
+from fieldrl.simulators.uav.opt import TrajectoryPlanner, solve_offloading_lp
+from fieldrl.simulators.uav.params import UavParams
 
 
 def test_los_probability_matches_al_hourani_urban_curve():

@@ -10,7 +10,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from fieldrl.domains.wealth.env import WealthEnv
 from fieldrl.domains.wealth.params import WealthParams
-from fieldrl.simulators.gbwm import benchmark_problem
+from fieldrl.simulators.gbwm.engine import benchmark_problem
 
 
 @pytest.mark.parametrize("random", [False, True])

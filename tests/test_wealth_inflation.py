@@ -31,7 +31,7 @@ from fieldrl.reportkit.summary import measured_kpis
 from fieldrl.reports.findings import variant_findings
 from fieldrl.reports.pdf import best_policies
 from fieldrl.scenario import load_scenario, parse_scenario, scenario_text
-from fieldrl.simulators.gbwm import Goal, Inflation, Problem, WealthBatch, benchmark_problem, simulate
+from fieldrl.simulators.gbwm.engine import Goal, Inflation, Problem, WealthBatch, benchmark_problem, simulate
 
 INFLATION = {"mean": 0.025, "vol": 0.01, "rho": 0.5}
 ON = WealthParams(benchmark=4, max_levels=1, inflation=INFLATION)

@@ -14,7 +14,7 @@ from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
 from fieldrl.domains.taxiway import metrics
 from fieldrl.domains.taxiway.heuristics import HEURISTICS
 from fieldrl.domains.taxiway.params import TaxiwayParams
-from fieldrl.simulators.airport import CONFLICT_KINDS
+from fieldrl.simulators.airport.engine import CONFLICT_KINDS
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd

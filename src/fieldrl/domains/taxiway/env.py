@@ -42,9 +42,9 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from fieldrl.domains.taxiway.params import TaxiwayParams
-from fieldrl.simulators.airport import SurfaceSim, TrafficConfig
-from fieldrl.simulators.airport_layout import UNREACHABLE, Layout, Surface, build_surface, load_layout
-from fieldrl.simulators.airport_osm import layout_from_geojson
+from fieldrl.simulators.airport.engine import SurfaceSim, TrafficConfig
+from fieldrl.simulators.airport.layout import UNREACHABLE, Layout, Surface, build_surface, load_layout
+from fieldrl.simulators.airport.osm import layout_from_geojson
 
 LAYOUT_DIR = Path(__file__).parent / "layouts"
 NEAR_RADIUS = 4

@@ -29,8 +29,8 @@ from pydantic import Field
 
 from fieldrl.domains.base import HeuristicSpec, NoSettings, Settings
 from fieldrl.policies.base import Policy
-from fieldrl.simulators.airport import SurfaceSim
-from fieldrl.simulators.airport_planning import Reservations, action_towards, plan_path
+from fieldrl.simulators.airport.engine import SurfaceSim
+from fieldrl.simulators.airport.planning import Reservations, action_towards, plan_path
 
 
 class PlannerSettings(Settings):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fieldrl.domains.base import KPI, EpisodeRecord
-from fieldrl.simulators.airport import CONFLICT_KINDS
+from fieldrl.simulators.airport.engine import CONFLICT_KINDS
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd

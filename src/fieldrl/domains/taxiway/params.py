@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fieldrl.simulators.airport import KT_PER_MPS
+from fieldrl.simulators.airport.engine import KT_PER_MPS
 
 LAYOUTS = ("small", "large")
 #: largest layout file read (an OpenStreetMap export of a large airport is a few MB)

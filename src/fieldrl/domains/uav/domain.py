@@ -12,7 +12,7 @@ from fieldrl.domains.multiagent import ParallelDomain
 from fieldrl.domains.uav import metrics
 from fieldrl.domains.uav.heuristics import HEURISTICS
 from fieldrl.domains.uav.keys import KPI_KEYS, info_keys
-from fieldrl.simulators.uav_params import UavParams
+from fieldrl.simulators.uav.params import UavParams
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd

@@ -34,9 +34,9 @@ from pettingzoo import ParallelEnv
 from fieldrl.domains.uav.keys import KPI_KEYS, info_keys  # noqa: F401  (re-exported)
 from fieldrl.domains.uav.pipeline import SHARE_MODES, allocation_from_actions, optimise_slot
 from fieldrl.domains.uav.rectifier import RECTIFIERS, Rectifier
-from fieldrl.simulators.uav import Allocation, Outcome, UavWorld  # noqa: F401
-from fieldrl.simulators.uav_opt import TrajectoryPlanner
-from fieldrl.simulators.uav_params import UavParams
+from fieldrl.simulators.uav.engine import Allocation, Outcome, UavWorld  # noqa: F401
+from fieldrl.simulators.uav.opt import TrajectoryPlanner
+from fieldrl.simulators.uav.params import UavParams
 
 MOVES = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
 VEHICLE_FEATURES = 6

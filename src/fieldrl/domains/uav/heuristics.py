@@ -19,8 +19,8 @@ from fieldrl.domains.base import HeuristicSpec, Settings
 from fieldrl.domains.uav.pipeline import SHARE_MODES
 from fieldrl.domains.uav.rectifier import equal_shares
 from fieldrl.policies.base import Policy
-from fieldrl.simulators.uav import LOCAL, Allocation, UavWorld
-from fieldrl.simulators.uav_params import UavParams
+from fieldrl.simulators.uav.engine import LOCAL, Allocation, UavWorld
+from fieldrl.simulators.uav.params import UavParams
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     from fieldrl.domains.uav.env import UavParallelEnv

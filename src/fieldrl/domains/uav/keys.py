@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fieldrl.simulators.uav_params import UavParams
+from fieldrl.simulators.uav.params import UavParams
 
 KPI_KEYS = (
     "success_rate",

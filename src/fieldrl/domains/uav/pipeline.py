@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fieldrl.domains.uav.rectifier import Rectifier
-from fieldrl.simulators.uav import Allocation, Outcome, UavWorld
+from fieldrl.simulators.uav.engine import Allocation, Outcome, UavWorld
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     pass
@@ -89,7 +89,7 @@ class SlotResult:
 
 
 def lp_ratios(world: UavWorld, alloc: Allocation, pl: np.ndarray):
-    from fieldrl.simulators.uav_opt import solve_offloading_lp
+    from fieldrl.simulators.uav.opt import solve_offloading_lp
 
     p = world.p
     terms = world.remote_terms(alloc, pl)

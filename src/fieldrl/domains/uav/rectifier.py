@@ -25,8 +25,8 @@ from typing import Protocol
 
 import numpy as np
 
-from fieldrl.simulators import uav_channel as ch
-from fieldrl.simulators.uav import LOCAL, Allocation, Outcome, UavWorld
+from fieldrl.simulators.uav import channel as ch
+from fieldrl.simulators.uav.engine import LOCAL, Allocation, Outcome, UavWorld
 
 TIGHT = 0.95  # rebalancing aims each task at this fraction of its deadline
 

@@ -345,7 +345,7 @@ def report_section(ctx: ReportContext) -> list[Any]:
         rows = next(iter(groups.values()), [])
         panels = [(r.label, r.variant, r.policy) for r in rows if r.kind in ("pipeline", "marl")]
         params = ctx.variant_params(ctx.variants()[0])
-        from fieldrl.simulators.uav_params import UavParams
+        from fieldrl.simulators.uav.params import UavParams
 
         p = UavParams.model_validate(params)
         png = map_figure(ctx.traces, panels[:2], p.area_m, p.road_spacing_m, (p.bs_x_m, p.bs_y_m))

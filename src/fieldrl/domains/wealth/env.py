@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from fieldrl.simulators.gbwm import Inflation, Problem, WealthBatch, sample_problem
+from fieldrl.simulators.gbwm.engine import Inflation, Problem, WealthBatch, sample_problem
 
 OBS_CLIP = 100.0
 _HEAD = 9

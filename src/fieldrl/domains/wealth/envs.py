@@ -33,7 +33,7 @@ from fieldrl.domains.vec_env import BatchedVecEnv
 from fieldrl.domains.wealth.env import OBS_CLIP, apply_prices, observation_size, observe
 from fieldrl.domains.wealth.heuristics import ProblemObs, action_sizes, dp_solution
 from fieldrl.domains.wealth.params import WealthParams
-from fieldrl.simulators.gbwm import SAMPLE_T, Inflation, Problem, WealthBatch, sample_problem
+from fieldrl.simulators.gbwm.engine import SAMPLE_T, Inflation, Problem, WealthBatch, sample_problem
 
 
 class _Group:

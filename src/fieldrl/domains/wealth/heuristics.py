@@ -5,7 +5,7 @@ relative to ``W0``, the next goals with their costs relative to ``W0``); actions
 ``(n_envs, 2)`` int64 ``[goal choice, portfolio]``. Portfolio 0 is the most conservative,
 ``K-1`` the most aggressive.
 
-``dp`` is the dynamic-programming optimum (:func:`fieldrl.simulators.gbwm_dp.solve`). It
+``dp`` is the dynamic-programming optimum (:func:`fieldrl.simulators.gbwm.dp.solve`). It
 also needs the problem definition (all goals, infusions, the frontier), which is public
 to an adviser but not fully in the observation. For a fixed problem it comes from the
 scenario parameters; with ``random: true`` every held-out episode has its own problem,
@@ -31,10 +31,10 @@ from fieldrl.domains.wealth.env import _HEAD
 from fieldrl.domains.wealth.params import WealthParams
 from fieldrl.errors import FieldrlError
 from fieldrl.policies.base import Policy
-from fieldrl.simulators.gbwm import Problem
+from fieldrl.simulators.gbwm.engine import Problem
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
-    from fieldrl.simulators import gbwm_dp
+    from fieldrl.simulators.gbwm import dp as gbwm_dp
 
 #: portfolios of random problems (``sample_problem`` keeps the default frontier's 15).
 RANDOM_K = 15
@@ -78,7 +78,7 @@ def dp_solution(problem: Problem, grid_density: float | None = None) -> gbwm_dp.
 
 @lru_cache(maxsize=128)
 def _cached_solution(problem: Problem, grid_density: float | None) -> gbwm_dp.DPSolution:
-    from fieldrl.simulators import gbwm_dp
+    from fieldrl.simulators.gbwm import dp as gbwm_dp
 
     if grid_density is None:
         return gbwm_dp.solve_converged(problem)

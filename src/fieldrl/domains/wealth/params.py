@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fieldrl.simulators.gbwm import Frontier, Goal, Inflation, Problem, benchmark_problem
+from fieldrl.simulators.gbwm.engine import Frontier, Goal, Inflation, Problem, benchmark_problem
 
 
 class _Strict(BaseModel):
@@ -52,7 +52,7 @@ class FrontierParams(_Strict):
 
 
 class InflationParams(_Strict):
-    """Stochastic inflation of goal costs (``fieldrl.simulators.gbwm.Inflation``).
+    """Stochastic inflation of goal costs (``fieldrl.simulators.gbwm.engine.Inflation``).
 
     The price index starts at 1 and compounds a log inflation rate
     ``pi_t = mean + rho (pi_{t-1} - mean) + vol e_t`` each year; goal costs are listed in

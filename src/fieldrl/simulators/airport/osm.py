@@ -15,7 +15,7 @@ Features read (others are ignored):
 
 Longitude/latitude are projected to local metres (equirectangular about the centroid; fine
 over an airport's few kilometres). The result goes through the same validation as a YAML
-layout (:func:`~fieldrl.simulators.airport_layout.layout_from_dict`).
+layout (:func:`~fieldrl.simulators.airport.layout.layout_from_dict`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from fieldrl.simulators.airport_layout import Layout, LayoutError, layout_from_dict
+from fieldrl.simulators.airport.layout import Layout, LayoutError, layout_from_dict
 
 Point = tuple[float, float]
 

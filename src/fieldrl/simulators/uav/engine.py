@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fieldrl.simulators import uav_channel as ch
-from fieldrl.simulators.uav_mobility import RoadGrid
-from fieldrl.simulators.uav_params import UavParams
+from fieldrl.simulators.uav import channel as ch
+from fieldrl.simulators.uav.mobility import RoadGrid
+from fieldrl.simulators.uav.params import UavParams
 
 LOCAL = -1
 

@@ -35,8 +35,8 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from fieldrl.simulators import uav_channel as ch
-from fieldrl.simulators.uav import UavWorld
+from fieldrl.simulators.uav import channel as ch
+from fieldrl.simulators.uav.engine import UavWorld
 
 SCALE_M = 100.0  # the SOCP works in hectometres: better conditioned than metres
 SEPARATION_PENALTY = 1e3

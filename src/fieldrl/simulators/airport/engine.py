@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fieldrl.simulators.airport_layout import UNREACHABLE, Surface
+from fieldrl.simulators.airport.layout import UNREACHABLE, Surface
 
 KT_PER_MPS = 1.0 / 0.514444
 CONFLICT_KINDS = ("separation", "head_on", "runway")

@@ -42,7 +42,7 @@ import numpy as np
 from scipy.signal import fftconvolve
 from scipy.special import ndtr
 
-from fieldrl.simulators.gbwm import Problem
+from fieldrl.simulators.gbwm.engine import Problem
 
 Method = Literal["density", "cdf"]
 Rows = Literal["exact", "interpolated"]

@@ -18,7 +18,7 @@ model; off by default, and then the engine is exactly the model above.
 
 :class:`WealthBatch` steps many investors at once (numpy, no gym); :func:`simulate`
 runs a policy over many Monte Carlo paths. The dynamic-programming optimum lives in
-:mod:`fieldrl.simulators.gbwm_dp`.
+:mod:`fieldrl.simulators.gbwm.dp`.
 """
 
 from __future__ import annotations
@@ -413,7 +413,7 @@ class Inflation:
     A goal level listed at cost ``c`` and due at year ``t`` costs ``c * P_t`` (the
     listed costs are in year-0 prices). ``vol = 0`` gives ``P_t = exp(mean * t)``.
     ``(P_t, pi_{t-1})`` is extra state (``pi_{t-1}`` matters only when ``rho != 0``);
-    :mod:`fieldrl.simulators.gbwm_dp` does not model it, so there is no DP optimum.
+    :mod:`fieldrl.simulators.gbwm.dp` does not model it, so there is no DP optimum.
 
     :param mean: long-run mean of the annual log inflation rate (0.025 = about 2.5 % a year).
     :param vol: standard deviation of the annual innovation ``vol * e_t``, ``>= 0``.

@@ -1,13 +1,13 @@
-"""An independent GBWM dynamic programme, to measure the accuracy of :mod:`fieldrl.simulators.gbwm_dp`.
+"""An independent GBWM dynamic programme, to measure the accuracy of :mod:`fieldrl.simulators.gbwm.dp`.
 
-Shares nothing with ``gbwm_dp`` but the :class:`~fieldrl.simulators.gbwm.Problem`. ``V(t, .)`` lives
+Shares nothing with ``gbwm.dp`` but the :class:`~fieldrl.simulators.gbwm.engine.Problem`. ``V(t, .)`` lives
 on a fine, equally spaced ``ln W`` grid (``sigma_min / density`` apart) and is taken *piecewise
 linear* between grid points (flat beyond the ends). ``Q_k(t, .)`` at the grid points is the exact
 expectation of that piecewise-linear function under the one-year normal log return: the weight of
 grid point ``i`` is the expectation of its hat function, a second difference of the closed form
 ``E[(X - a)^+] = (m - a) Phi((m - a)/s) + s phi((m - a)/s)``, applied to ``V`` as a convolution.
 Post-cost wealth between grid points reads ``Q`` linearly in ``ln x`` (``Q`` is smooth: a Gaussian
-smoothing of ``V``). ``gbwm_dp`` instead puts point masses on its grid (normalised density or cell
+smoothing of ``V``). ``gbwm.dp`` instead puts point masses on its grid (normalised density or cell
 mass), on a grid anchored to the terminal goal, so the two discretisations err differently.
 
 Slow-ish and memory-light (``O(n log n)`` a year); meant for tests and benchmarks, not for policies.
@@ -21,7 +21,7 @@ import numpy as np
 from scipy.signal import fftconvolve
 from scipy.special import ndtr
 
-from fieldrl.simulators.gbwm import Problem
+from fieldrl.simulators.gbwm.engine import Problem
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 

@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fieldrl.simulators.airport import SurfaceSim
-from fieldrl.simulators.airport_layout import UNREACHABLE, Surface
+from fieldrl.simulators.airport.engine import SurfaceSim
+from fieldrl.simulators.airport.layout import UNREACHABLE, Surface
 
 
 @dataclass

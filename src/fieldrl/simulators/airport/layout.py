@@ -1,7 +1,7 @@
 """Airport surface layouts: a graph of nodes and taxiway segments, and the cell graph built from it.
 
 A layout is loaded from YAML (``load_layout``) or imported from an OpenStreetMap ``aeroway``
-GeoJSON extract (``airport_osm.layout_from_geojson``). ``build_surface`` discretises every
+GeoJSON extract (``airport.osm.layout_from_geojson``). ``build_surface`` discretises every
 segment into cells of ``cell_m`` metres and returns a :class:`Surface`, the structure the
 engine, the planners and the environment share.
 
