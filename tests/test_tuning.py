@@ -146,3 +146,19 @@ def test_a_study_killed_with_sigkill_resumes_and_finishes_its_trials(scenario_da
         assert any(partial <= json.loads(done).items() for done in finished["params"])
     settings = json.loads((out / tuning.SETTINGS_FILE).read_text())
     assert settings["trials"] == 4
+
+
+def test_chemo_quick_validate_says_which_written_settings_the_tuned_file_replaces():
+    """A tuned file wins over the hyperparameters the scenario wrote; validate says so, by name."""
+    ppo = next(e for e in load_scenario("chemo/quick", build=False).policies.learned if e.label == "PPO")
+    assert ppo.tuning is not None and ppo.tuning.file == "tuned/quick-PPO.yaml"
+    # chemo/quick writes n_steps 256, batch_size 256, gamma 0.99, learning_rate 3e-4 and 16 envs
+    assert set(ppo.tuning.replaced) == {"n_steps", "batch_size", "gamma", "learning_rate", "n_envs"}
+    assert ppo.hyperparameters["n_steps"] == 512 and ppo.n_envs == 32
+    result = CliRunner().invoke(app, ["validate", "chemo/quick"])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 0
+    assert (
+        "PPO: hyperparameters from tuned/quick-PPO.yaml (10 trials; replaces the scenario's "
+        "batch_size, gamma, learning_rate, n_envs, n_steps)" in flat
+    )

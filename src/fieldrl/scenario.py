@@ -133,6 +133,9 @@ class TuningRecord(Strict):
     search_space: dict[str, str] = Field(default_factory=dict, description="parameter -> its range")
     train_steps: int | None = Field(None, description="training steps of each trial")
     file: str | None = Field(None, description="the tuned-hyperparameters file it was read from")
+    replaced: list[str] = Field(
+        default_factory=list, description="settings the scenario wrote that the tuned file replaced"
+    )
 
 
 class LearnedEntry(Strict):
@@ -491,10 +494,13 @@ def _resolve_tuned(scenario: Scenario, source: str, base: Any) -> Scenario:
                 entry["tuned"],
                 f"tuned for algorithm {tuned.algorithm}, but this entry is {entry['algorithm']}",
             )
+        written = {**entry["hyperparameters"], "n_envs": entry["n_envs"]}
+        replacing = {**tuned.hyperparameters, **({} if tuned.n_envs is None else {"n_envs": tuned.n_envs})}
+        replaced = sorted(k for k, v in replacing.items() if k in written and written[k] != v)
         entry["hyperparameters"] = {**entry["hyperparameters"], **tuned.hyperparameters}
         if tuned.n_envs is not None:
             entry["n_envs"] = tuned.n_envs
-        entry["tuning"] = {**tuned.study.model_dump(), "file": entry["tuned"]}
+        entry["tuning"] = {**tuned.study.model_dump(), "file": entry["tuned"], "replaced": replaced}
         entry["tuned"] = None
     return _validate(Scenario, data, source)
 

@@ -134,6 +134,14 @@ def validation_text(ref: str, budget: str, scenario: Scenario) -> str:
     if scenario.policies.learned:
         lines.append(f"  training: {load.training_runs} run(s), {load.train_steps:,} env steps in all")
         lines += [f"    {escape(p)}: {n:,} steps" for p, n in load.steps_by_policy.items()]
+        for entry in scenario.policies.learned:
+            if entry.tuning is not None:
+                replaced = entry.tuning.replaced
+                told = f"; replaces the scenario's {', '.join(replaced)}" if replaced else ""
+                lines.append(
+                    f"    {escape(entry.label)}: hyperparameters from {escape(str(entry.tuning.file))} "
+                    f"({entry.tuning.trials} trials{escape(told)})"
+                )
     lines.append(
         f"  held-out test: {load.eval_episodes:,} episodes "
         f"({n_eval} seed(s) x {scenario.episodes_per_seed} episode(s), per policy and setting)"
