@@ -3,7 +3,8 @@
 On an install without some extras (``pip install -e .`` has no ``rail``, ``traffic``, ``uav`` or
 ``ray``), the tests that need them are skipped, each with the install line as its reason: a test
 module named for the domain (``test_rail_env.py``) is not collected, and a test whose id names it
-(``test_fast_validate.py::...[rail/quick]``, ``test_ray_backend_...``) is skipped.
+(``test_fast_validate.py::...[rail/quick]``, ``test_ray_backend_...``, ``..._sumo_...``) or that is
+marked ``@pytest.mark.needs("uav")`` is skipped.
 """
 
 from __future__ import annotations
@@ -26,7 +27,18 @@ MISSING: dict[str, str] = {
 if importlib.util.find_spec("ray") is None:
     MISSING["ray"] = "needs Ray: pip install 'fieldrl[ray]'"
 
-_NAMED = {name: re.compile(rf"(?<![a-z]){name}(?![a-z])") for name in MISSING}
+#: words in a test's id that name what it needs besides the domain's own name
+_ALIASES = {"traffic": ("sumo",)}
+_NAMED = {
+    name: re.compile(rf"(?<![a-z])({'|'.join((name, *_ALIASES.get(name, ())))})(?![a-z])") for name in MISSING
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "needs(name): skipped where that domain's or backend's extra is missing"
+    )
+
 
 collect_ignore_glob = [f"test_{name}_*.py" for name in MISSING]
 
@@ -34,6 +46,7 @@ collect_ignore_glob = [f"test_{name}_*.py" for name in MISSING]
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         named = [name for name, pattern in _NAMED.items() if pattern.search(item.nodeid.lower())]
+        named += [name for marker in item.iter_markers("needs") for name in marker.args if name in MISSING]
         if named:
             item.add_marker(pytest.mark.skip(reason=f"{named[0]} {MISSING[named[0]]}"))
 

@@ -34,12 +34,15 @@ def test_builtin_medium_budgets_are_a_fraction_of_the_full_study():
     assert steps == {"TD3": 20000, "SAC": 20000, "LSTM-TD3": 20000, "PPO": 100000, "RecurrentPPO": 100000}
     assert len(memory.seeds.train) == 2 and len(memory.seeds.eval) == 50
     assert memory.variant_names == ["s1", "s2", "s3", "s4", "s5"]
+
+
+def test_rail_levels_medium_budget_is_a_tenth_of_the_full_study():
     rail = load_scenario("rail/levels").with_budget("medium")
     assert [e.train_steps for e in rail.policies.learned] == [200000, 200000]
     assert len(rail.variant_names) == 10 and len(rail.seeds.eval) == 50
 
 
-def test_quick_caps_the_imitation_warm_start_and_leaves_entries_without_one():
+def test_demo_caps_the_rail_imitation_warm_start_and_leaves_entries_without_one():
     full = load_scenario("rail/quick")
     quick = full.with_budget("demo")
     assert [e.imitate.episodes if e.imitate else None for e in full.policies.learned] == [None, 20]

@@ -14,6 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from fieldrl.cli import app
+from fieldrl.domains import missing_extra
 from fieldrl.scenario import builtin_scenarios
 
 cli = CliRunner()
@@ -43,7 +44,8 @@ def _heavy_imports(*args: str) -> list[str]:
 
 def test_validate_of_every_builtin_scenario_imports_nothing_heavy():
     for name in builtin_scenarios():
-        assert _heavy_imports(name) == [], name
+        if missing_extra(name.split("/")[0]) is None:  # a domain whose extra is installed
+            assert _heavy_imports(name) == [], name
 
 
 def test_validate_build_does_build(scenario_data, write_scenario):

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy.integrate import trapezoid
 from scipy.special import ndtr
 
 from fieldrl.simulators.gbwm.dp import make_grid, solve
@@ -124,7 +125,7 @@ def test_tiny_problem_exhaustive_optimum_equals_dp_on_a_fine_grid() -> None:
 
     z = np.linspace(-10, 10, 400_001)
     phi = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-    exact = max(np.trapz(v1(100 * np.exp(d[k] + s[k] * z)) * phi, z) for k in range(2))
+    exact = max(trapezoid(v1(100 * np.exp(d[k] + s[k] * z)) * phi, z) for k in range(2))
     sol = solve(problem, grid_density=20)
     assert sol.value_w0 == pytest.approx(exact, abs=1e-4)
     assert solve(problem, grid_density=20, method="cdf").value_w0 == pytest.approx(exact, abs=1e-4)

@@ -36,6 +36,7 @@ def _accuracy(model: MaskablePPO, obs: np.ndarray, demos) -> float:
         return float((dist.distribution.probs.argmax(1).numpy() == demos.actions).mean())
 
 
+@pytest.mark.needs("rail")
 def test_demonstrations_are_real_choices_with_their_returns():
     demos = _demos([3, 4])
     assert len(demos) > 20
@@ -53,6 +54,7 @@ def test_demonstrations_are_real_choices_with_their_returns():
     assert len(demos.all_obs) >= len(demos)
 
 
+@pytest.mark.needs("rail")
 def test_cloning_makes_the_actor_pick_the_dispatchers_actions():
     demos = _demos([5, 6, 7])
     vec = VecNormalize(DOMAIN.make_train_vec_env(RailParams(level=0), 1, 0), norm_reward=False)
@@ -110,6 +112,7 @@ RAIL = {
         (("imitate", "epochs"), 0, ["policies.learned[0].imitate.epochs", "greater than or equal to 1"]),
     ],
 )
+@pytest.mark.needs("rail")
 def test_bad_imitation_settings_are_named(tmp_path, path, value, expected):
     data = json.loads(json.dumps(RAIL))
     node = data["policies"]["learned"][0]
@@ -132,6 +135,7 @@ def test_a_single_agent_domain_accepts_a_warm_start(tmp_path, scenario_data):
     assert load_scenario(f).policies.learned[0].imitate.heuristic == "no treatment"
 
 
+@pytest.mark.needs("rail")
 def test_warm_started_run_records_the_cloning(tmp_path):
     f = tmp_path / "s.yaml"
     f.write_text(json.dumps(RAIL))
@@ -141,6 +145,7 @@ def test_warm_started_run_records_the_cloning(tmp_path):
     assert 0 <= stats["accuracy"] <= 1
 
 
+@pytest.mark.needs("rail")
 def test_sampling_keeps_whole_decisions():
     demos = _demos([3])
     kept = demos.sample(10, seed=1)

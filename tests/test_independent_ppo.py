@@ -37,6 +37,7 @@ def test_env_appends_a_one_hot_uav_index_and_tells_the_learner():
     assert DOMAIN.make_parallel_env(MARL.model_copy(update={"agent_ids": False})).n_agent_ids == 0
 
 
+@pytest.mark.needs("uav")
 def test_policy_acts_on_batched_multi_agent_observations():
     model = _model()
     policy = model.policy
@@ -65,6 +66,7 @@ def _agent_grads(policy, agent: int) -> list[torch.Tensor]:
     return grads
 
 
+@pytest.mark.needs("uav")
 @pytest.mark.parametrize("agent", [0, 1])
 def test_an_agents_parameters_get_no_gradient_from_another_agents_samples(agent):
     policy = _model().policy
@@ -82,6 +84,7 @@ def test_an_agents_parameters_get_no_gradient_from_another_agents_samples(agent)
     assert not policy.value_net.bias.requires_grad and policy.value_net.bias.grad is None
 
 
+@pytest.mark.needs("uav")
 def test_without_agent_ids_it_is_plain_ppo_with_one_shared_network():
     shared = MARL.model_copy(update={"agent_ids": False})
     ours = _model(shared, cls=IndependentPPO).learn(64)  # one after the other: SB3 seeds global RNGs
@@ -91,6 +94,7 @@ def test_without_agent_ids_it_is_plain_ppo_with_one_shared_network():
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.needs("uav")
 def test_train_save_load_round_trip_gives_identical_actions(tmp_path):
     model = _model()
     before = [p.detach().clone() for p in model.policy.mlp_extractor.agents.parameters()]
@@ -107,6 +111,7 @@ def test_train_save_load_round_trip_gives_identical_actions(tmp_path):
         assert torch.equal(loaded.policy.state_dict()[key], value)
 
 
+@pytest.mark.needs("uav")
 def test_spine_trains_saves_and_loads_it_like_any_learned_policy(tmp_path):
     entry = LearnedEntry(algorithm="independent-ppo", train_steps=64, n_envs=1, hyperparameters=FAST)
     artifacts = train_model(partial(DOMAIN.make_train_vec_env, MARL), entry, 0, tmp_path)

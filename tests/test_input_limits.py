@@ -203,6 +203,7 @@ def test_impossible_uav_settings_are_refused(params, pieces):
     _refused(_dump(_heuristic_only("uav", params, {"use": "all-local"})), *pieces)
 
 
+@pytest.mark.needs("uav")
 def test_zero_bandwidth_with_no_completed_task_reports_no_delay_rather_than_0_ms():
     """Zero bandwidth keeps every task local (a valid ablation); where none of them can finish in
     time, the mean delay of completed tasks is not measured, not a perfect 0 ms."""

@@ -248,6 +248,7 @@ def test_a_malformed_ray_address_is_refused_before_a_run_folder_exists(scenario_
     assert not out.exists()
 
 
+@pytest.mark.needs("ray")
 def test_a_cluster_that_refuses_the_driver_leaves_no_run_folder(scenario_data, tmp_path, monkeypatch):
     from fieldrl.evaluation import backends
 
