@@ -2,8 +2,9 @@
 scenario needs to reach the best heuristic's level on the validation seeds (or how close it gets
 within a fixed budget).
 
-Run: ``python benchmarks/bench_time_to_quality.py [--quick] [--only chemo/quick ...]``. Writes
-``benchmarks/results/time_to_quality.json``.
+Run: ``python benchmarks/bench_time_to_quality.py [--quick] [chemo/quick ...]``. Writes
+``benchmarks/results/time_to_quality.json``; naming scenarios re-measures only those and keeps the
+others' entries of the existing file (each scenario records when it was measured).
 
 For every scenario the best heuristic is scored on the scenario's validation seeds (first
 setting); every learned entry is then trained once (training seed = the scenario's first) with
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import math
 import sys
 import tempfile
@@ -101,7 +103,7 @@ def measure_targets(name: str, targets: list[tuple[str, float, int]]) -> list[di
     from fieldrl.scenario_checks import entry_of
 
     scenario, domain, variant, params = first_setting(name)
-    higher = runner.primary_kpi(scenario, domain).higher_is_better
+    higher = runner.selection_kpi(scenario, domain).higher_is_better
     out = []
     for label, level, steps in targets:
         entry = entry_of(scenario, label)
@@ -132,7 +134,7 @@ def measure(name: str, cap: int) -> dict[str, Any]:
     from fieldrl.scenario_checks import heuristic_policy
 
     scenario, domain, variant, params = first_setting(name)
-    kpi = runner.primary_kpi(scenario, domain)
+    kpi = runner.selection_kpi(scenario, domain)
     heuristics = {
         h.label: runner.validation_score(
             scenario, domain, params, heuristic_policy(scenario, domain, params, h.label)
@@ -175,6 +177,7 @@ def measure(name: str, cap: int) -> dict[str, Any]:
         print(f"{name:20} {entry.label:14} to {best_rule} ({level:.4g}): {shown}", flush=True)
     return {
         "scenario": name,
+        "measured": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "variant": variant,
         "kpi": kpi.name,
         "higher_is_better": kpi.higher_is_better,
@@ -185,6 +188,21 @@ def measure(name: str, cap: int) -> dict[str, Any]:
         "best_rule_value": level,
         "entries": entries,
     }
+
+
+def _merged(results: list[dict], targets: list[dict]) -> tuple[list[dict], list[dict]]:
+    """``results`` and ``targets`` with the existing results file's entries for everything else."""
+    path = RESULT.parent / "quick" / RESULT.name if quick_mode() else RESULT
+    if not path.exists():
+        return results, targets
+    old = json.loads(path.read_text())
+    fresh = {r["scenario"] for r in results}
+    kept = [r for r in old.get("scenarios", []) if r["scenario"] not in fresh]
+    fresh_targets = {(t["scenario"], t["policy"]) for t in targets}
+    kept_targets = [t for t in old.get("targets", []) if (t["scenario"], t["policy"]) not in fresh_targets]
+    order = {name: k for k, name in enumerate(SCENARIOS)}
+    merged = sorted(kept + results, key=lambda r: order.get(r["scenario"], len(order)))
+    return merged, kept_targets + targets
 
 
 def main() -> dict[str, Any]:
@@ -202,6 +220,8 @@ def main() -> dict[str, Any]:
             t for name in (only or TARGETS) if name in TARGETS for t in measure_targets(name, TARGETS[name])
         ]
     )
+    if only:  # keep what the existing file measured for the scenarios not named
+        results, targets = _merged(results, targets)
     headline = []
     for r in results:
         for e in r["entries"]:

@@ -159,3 +159,17 @@ def test_intervals_are_blanked_for_the_domain_pages_below_the_minimum_sample() -
     enough = masked_for_small_samples(summary(n=MIN_CASES))["variants"]["default"]
     assert "too_few_cases" not in enough
     assert with_range(enough["policies"]["agent"]["score"]["mean"], " %") == "14 % [13, 15]"
+
+
+def test_page_one_of_several_settings_says_when_a_tie_on_the_primary_hides_a_loss_elsewhere() -> None:
+    s = summary(n=20, variants=("a", "b"))
+    tie = {**s["variants"]["a"], "comparison": {**s["variants"]["a"]["comparison"], "score": _diff(0.0)}}
+    worse = {**tie, "comparison": {**tie["comparison"], "alive": _diff(-30.0)}}
+    s["variants"] = {"a": tie, "b": worse}
+    sentence = front.settings_sentence(s, ("score", "alive"))
+    assert "could not be told apart in 2" in sentence
+    assert "clearly worse in 1 of them (b; see the table)" in sentence
+    assert "clearly worse" not in front.settings_sentence(s)  # no headline measures named: primary only
+    ctx = SimpleNamespace(summary=s, domain=SimpleNamespace(headline_kpis=("score", "alive")))
+    assert front._other_headlines(ctx, "b").startswith("<br/><b>Worse:</b> ")
+    assert front._other_headlines(ctx, "a").startswith("<br/><b>Better:</b> ")  # survival better there

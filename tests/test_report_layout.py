@@ -95,7 +95,9 @@ def test_page_one_tables_never_break_a_header_word(name: str) -> None:
     headlines = front.headline_kpis(s, "default", tuple(get_domain(name).headline_kpis))
     assert header_overflows(front.headline_table(ctx, "default", headlines, PAGE_WIDTH)) == []
     several = SimpleNamespace(
-        summary=domain_summary(name, ("level-0", "level-1-monolithic")), styles=ctx.styles
+        summary=domain_summary(name, ("level-0", "level-1-monolithic")),
+        styles=ctx.styles,
+        domain=get_domain(name),
     )
     assert header_overflows(front.settings_table(several, PAGE_WIDTH)) == []
 

@@ -69,6 +69,7 @@ BAD_CASES = [
         ["report.comparisons[0].baseline", "'DQN'"],
     ),
     ("report.primary_kpi", "profit", ["report.primary_kpi", "'profit'", "tumour_burden"]),
+    ("report.selection_kpi", "profit", ["report.selection_kpi", "'profit'", "tumour_burden"]),
 ]
 
 

@@ -31,12 +31,12 @@ def test_quick_scenario_runs_and_reports(tmp_path):
         "Mean taxi time",
         "prioritized planning",
         "CBS",
-        "MaskablePPO (shared)",
+        "MaskablePPO + shield",
         "The airport, taxi paths and conflicts",
         "Key figures by traffic density",
         "For operations",
         "Getting traffic through",
-        "Target check for MaskablePPO (shared) against prioritized planning",
+        "Target check for MaskablePPO + shield against prioritized planning",
     ):
         assert words in text, words
     results = pd.read_parquet(out / "results.parquet")

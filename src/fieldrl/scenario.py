@@ -122,6 +122,20 @@ class Residual(Strict):
     )
 
 
+class Shield(Strict):
+    """Runtime shield: a planner of the scenario vets every learned action at evaluation, replacing
+    (and counting) those that would lead to a conflict; training is unchanged."""
+
+    heuristic: str = Field(description="label of a heuristic in policies.heuristics that can shield")
+    patience: int = Field(
+        6,
+        ge=1,
+        le=10_000,
+        description="decision steps a learned hold may last while the shield would move before the "
+        "shield's move is taken (counted as an override too)",
+    )
+
+
 class TuningRecord(Strict):
     """Where a learned entry's tuned hyperparameters came from (an Optuna study of ``fieldrl tune``)."""
 
@@ -168,6 +182,9 @@ class LearnedEntry(Strict):
     )
     residual: Residual | None = Field(
         None, description="learn a bounded correction to a heuristic's action (continuous actions only)"
+    )
+    shield: Shield | None = Field(
+        None, description="evaluate through the domain's runtime shield (taxiway: a prioritized planner)"
     )
     tuned: str | None = Field(
         None,
@@ -282,6 +299,11 @@ class Comparison(Strict):
 class ReportOptions(Strict):
     title: str | None = None
     primary_kpi: str | None = Field(None, description="KPI that decides 'best'; domain default")
+    selection_kpi: str | None = Field(
+        None,
+        description="KPI that selects checkpoints and tuning trials on the validation seeds (default: "
+        "primary_kpi); for a primary KPI a policy can game, e.g. no conflicts by never moving",
+    )
     bootstrap_samples: int = Field(2000, ge=100, le=100_000)
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     comparisons: list[Comparison] = Field(
@@ -652,6 +674,21 @@ def _check_heuristic_label(scenario: Scenario, label: str, source: str, where: s
         raise ScenarioError(source, where, label, f"heuristics in this scenario: {allowed}")
 
 
+def _check_shield(scenario: Scenario, domain: Any, shield: Shield, source: str, where: str) -> None:
+    """A shield names a heuristic of this scenario whose kind the domain can shield with."""
+    _check_heuristic_label(scenario, shield.heuristic, source, where)
+    use = next(h.use for h in scenario.policies.heuristics if h.label == shield.heuristic)
+    if use not in domain.shield_heuristics:
+        kinds = ", ".join(domain.shield_heuristics)
+        if not kinds:
+            raise ScenarioError(
+                source, where, shield.heuristic, f"the {domain.name} domain has no runtime shield"
+            )
+        raise ScenarioError(
+            source, where, shield.heuristic, f"a shield must be a heuristic of kind {kinds}, not {use}"
+        )
+
+
 def _check_anchoring(
     scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry, source: str, where: str, build: bool
 ) -> None:
@@ -667,6 +704,8 @@ def _check_anchoring(
                 entry.algorithm,
                 f"imitation warm starts {', '.join(IMITABLE)} only",
             )
+    if entry.shield is not None:
+        _check_shield(scenario, domain, entry.shield, source, f"{where}.shield.heuristic")
     if entry.residual is None:
         return
     _check_heuristic_label(scenario, entry.residual.heuristic, source, f"{where}.residual.heuristic")
@@ -831,13 +870,15 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
                     name,
                     "not a policy of this scenario; allowed: " + ", ".join(labels),
                 )
-    primary = scenario.report.primary_kpi
     rankable = [k.name for k in domain.kpis if not k.wall_clock]
-    if primary is not None and primary not in rankable:
-        why = "a computation time cannot decide 'best'" if primary in [k.name for k in domain.kpis] else ""
-        raise ScenarioError(
-            source,
-            "report.primary_kpi",
-            primary,
-            (why + "; " if why else "unknown KPI; ") + "allowed: " + ", ".join(rankable),
-        )
+    for field in ("primary_kpi", "selection_kpi"):
+        chosen = getattr(scenario.report, field)
+        if chosen is not None and chosen not in rankable:
+            timed = chosen in [k.name for k in domain.kpis]
+            why = "a computation time cannot decide 'best'" if timed else ""
+            raise ScenarioError(
+                source,
+                f"report.{field}",
+                chosen,
+                (why + "; " if why else "unknown KPI; ") + "allowed: " + ", ".join(rankable),
+            )

@@ -234,6 +234,9 @@ class Domain(ABC, Generic[P]):
     #: held-out episodes the runner plays in one batch of :meth:`make_eval_envs` (fewer where each
     #: episode holds a heavy simulator; 1 where only one simulation may run per process, as libsumo)
     eval_batch_size: int = 256
+    #: heuristics (their ``use`` names) that can shield a learned policy at run time (a learned entry's
+    #: ``shield:``); empty: the domain has no runtime shield
+    shield_heuristics: Sequence[str] = ()
 
     def resolve_files(self, params: dict[str, Any], folder: Path) -> dict[str, Any]:
         """Raw params (or a variant's overrides) with every :attr:`file_params` path made absolute.
@@ -324,6 +327,10 @@ class Domain(ABC, Generic[P]):
         params.
         """
         return None
+
+    def shielded_policy(self, label: str, learned: Policy, shield: Policy, patience: int) -> Policy:
+        """``learned`` acting through the runtime shield ``shield`` (one of :attr:`shield_heuristics`)."""
+        raise NotImplementedError(f"the {self.name} domain has no runtime shield")
 
     def checked_params(self, params: BaseModel) -> P:
         """``params`` if it is this domain's parameter model (a programming error otherwise)."""

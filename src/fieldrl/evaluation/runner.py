@@ -282,7 +282,7 @@ def validation_plan(scenario: Scenario) -> list[tuple[int, int, int]]:
 
 
 def validation_score(scenario: Scenario, domain: Domain, params: Any, policy: Policy) -> float:
-    """Mean primary KPI of ``policy`` over the validation episodes (NaN episodes left out)."""
+    """Mean selection KPI of ``policy`` over the validation episodes (NaN episodes left out)."""
     plan = validation_plan(scenario)
     kpis, _ = run_episodes(
         domain,
@@ -293,7 +293,7 @@ def validation_score(scenario: Scenario, domain: Domain, params: Any, policy: Po
         cases=[p[0] for p in plan],
         failures=[],
     )
-    values = np.asarray(kpis[primary_kpi(scenario, domain).name], dtype=float)
+    values = np.asarray(kpis[selection_kpi(scenario, domain).name], dtype=float)
     return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
 
 
@@ -301,20 +301,42 @@ def primary_kpi(scenario: Scenario, domain: Domain) -> Any:
     return domain.kpi(scenario.report.primary_kpi or domain.kpis[0].name)
 
 
-def evaluation_wrapper(
-    scenario: Scenario, domain: Domain, params: Any, entry: LearnedEntry
-) -> Callable[[Any], Policy] | None:
-    """What turns the loaded network into the evaluated policy (residual: heuristic + correction)."""
-    if entry.residual is None:
-        return None
-    from fieldrl.policies.residual import ResidualPolicy
+def selection_kpi(scenario: Scenario, domain: Domain) -> Any:
+    """The KPI validation scores (checkpoint selection, tuning trials): ``report.selection_kpi``, else
+    the primary KPI."""
+    return (
+        domain.kpi(scenario.report.selection_kpi)
+        if scenario.report.selection_kpi
+        else primary_kpi(scenario, domain)
+    )
 
-    residual = entry.residual
-    space = _action_space(domain, params)  # the heuristic's (the network's is the correction's)
+
+def evaluation_wrapper(
+    scenario: Scenario, domain: Domain, params: Any, entry: LearnedEntry, shielded: bool = True
+) -> Callable[[Any], Policy] | None:
+    """What turns the loaded network into the evaluated policy (residual: heuristic + correction;
+    shield: the domain's runtime shield around it, unless ``shielded`` is False).
+
+    Validation scores a learned entry without its shield: checkpoints and tuning trials are chosen
+    on what the policy does on its own (through a shield every checkpoint would look alike on
+    safety, and the untrained first one would be kept).
+    """
+    residual, shield = entry.residual, entry.shield if shielded else None
+    if residual is None and shield is None:
+        return None
+    if residual is not None:
+        space = _action_space(domain, params)  # the heuristic's (the network's is the correction's)
 
     def wrap(learned: Any) -> Policy:
-        heuristic = heuristic_policy(scenario, domain, params, residual.heuristic)
-        return ResidualPolicy(entry.label, heuristic, learned, residual.scale, space.low, space.high)
+        if residual is not None:
+            from fieldrl.policies.residual import ResidualPolicy
+
+            heuristic = heuristic_policy(scenario, domain, params, residual.heuristic)
+            learned = ResidualPolicy(entry.label, heuristic, learned, residual.scale, space.low, space.high)
+        if shield is not None:
+            planner = heuristic_policy(scenario, domain, params, shield.heuristic)
+            learned = domain.shielded_policy(entry.label, learned, planner, shield.patience)
+        return learned
 
     return wrap
 
@@ -399,7 +421,7 @@ def validation_for(scenario: Scenario, domain: Domain, params: Any, entry: Learn
 
     if not scenario.seeds.validation:
         return None
-    wrap = evaluation_wrapper(scenario, domain, params, entry)
+    wrap = evaluation_wrapper(scenario, domain, params, entry, shielded=False)
 
     def score(model: Any, norm: dict[str, Any] | None) -> float:
         policy: Policy = SB3Policy(entry.label, model, norm)
@@ -407,7 +429,7 @@ def validation_for(scenario: Scenario, domain: Domain, params: Any, entry: Learn
             policy = wrap(policy)
         return validation_score(scenario, domain, params, policy)
 
-    kpi = primary_kpi(scenario, domain)
+    kpi = selection_kpi(scenario, domain)
     return Validation(entry.validation_interval, score, kpi.higher_is_better, kpi.name)
 
 

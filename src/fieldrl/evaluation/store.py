@@ -35,12 +35,18 @@ LOCK_FILE = ".fieldrl.lock"
 _held_locks: dict[Path, list[int]] = {}  # lock file -> [fd, depth]: the locks this process holds
 
 
-def new_output_folder(out: str | Path | None, root: str, stem: str) -> Path:
-    """The folder a new run or study writes to: ``out``, or ``root/<stem>-<time>``; refused if not empty."""
+def _timestamp() -> str:
     import datetime as dt
 
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def new_output_folder(out: str | Path | None, root: str, stem: str) -> Path:
+    """The folder a new run or study writes to: ``out``, or ``root/<stem>-<time>`` (``-2``, ``-3``, ...
+    after it when a run of the same second has it already); ``out`` is refused if not empty."""
     if out is None:
-        out = Path(root) / f"{stem}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        base = Path(root) / f"{stem}-{_timestamp()}"
+        out = next(c for k in range(1, 10_000) if not (c := base if k == 1 else Path(f"{base}-{k}")).exists())
     path = Path(out)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise FieldrlError(f"--out = {str(path)!r}: already exists and is not empty; choose a new folder")

@@ -33,6 +33,7 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
         "confidence": options.confidence,
         "bootstrap_samples": options.bootstrap_samples,
         "primary_kpi": primary.name,
+        "selection_kpi": scenario.report.selection_kpi or primary.name,
         "kpis": [
             {
                 "name": k.name,

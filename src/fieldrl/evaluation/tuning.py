@@ -114,7 +114,7 @@ def _objective_text(scenario: Scenario, variant: str, train_steps: int) -> str:
     from fieldrl.domains import get_domain
 
     domain = get_domain(scenario.domain)
-    kpi = runner.primary_kpi(scenario, domain)
+    kpi = runner.selection_kpi(scenario, domain)
     seeds = scenario.seeds.validation or []
     where = "" if variant == "default" else f", setting {variant}"
     return (
@@ -242,7 +242,7 @@ def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
 def _higher_is_better(scenario: Scenario) -> bool:
     from fieldrl.domains import get_domain
 
-    return bool(runner.primary_kpi(scenario, get_domain(scenario.domain)).higher_is_better)
+    return bool(runner.selection_kpi(scenario, get_domain(scenario.domain)).higher_is_better)
 
 
 def _counts(t: Any) -> bool:

@@ -117,8 +117,9 @@ def ranking_sentence(summary: dict[str, Any], variant: str, explained: bool) -> 
     return text + ("; no clear difference." if verdict == "unclear" else f"; {phrase}.")
 
 
-def settings_sentence(summary: dict[str, Any]) -> str:
-    """Several settings: in how many the best learned policy beat the best standard one on the primary KPI."""
+def settings_sentence(summary: dict[str, Any], headline: tuple[str, ...] = ()) -> str:
+    """Several settings: in how many the best learned policy beat the best standard one on the primary KPI,
+    and in how many it was clearly worse on another of the ``headline`` measures."""
     primary = _primary(summary)
     counts = {"better": 0, "worse": 0, "unclear": 0, "few": 0, "none": 0}
     for entry in summary["variants"].values():
@@ -154,7 +155,43 @@ def settings_sentence(summary: dict[str, Any]) -> str:
         text += f"; {counts['few']} had too few held-out cases to compare"
     if counts["none"]:
         text += f"; {counts['none']} had only one kind of policy"
+    elsewhere = [v for v in summary["variants"] if _worse_elsewhere(summary, v, headline)]
+    if elsewhere:
+        text += (
+            f". On another headline measure it was clearly worse in {len(elsewhere)} of them "
+            f"({', '.join(elsewhere)}; see the table)"
+        )
     return text + "."
+
+
+def _headline_changes(
+    summary: dict[str, Any], variant: str, headline: tuple[str, ...]
+) -> dict[str, list[str]]:
+    """Phrases for the headline measures other than the primary on which the best learned policy clearly
+    differs from the best standard one: ``{"better": [...], "worse": [...]}``."""
+    entry = summary["variants"][variant]
+    found: dict[str, list[str]] = {"better": [], "worse": []}
+    learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+    if not learned or not heuristic or cases(entry, learned, heuristic) < MIN_CASES:
+        return found
+    for kpi in headline_kpis(summary, variant, headline):
+        comparison = (entry.get("comparison") or {}).get(kpi["name"])
+        if (
+            kpi["name"] == summary["primary_kpi"]
+            or kpi.get("wall_clock")
+            or not ranked(kpi)
+            or comparison is None
+        ):
+            continue
+        values = [entry["policies"][p][kpi["name"]]["mean"]["value"] for p in (learned, heuristic)]
+        verdict, phrase = _change(kpi, comparison, *values, _scale(entry, kpi["name"]))
+        if verdict in found:
+            found[verdict].append(phrase)
+    return found
+
+
+def _worse_elsewhere(summary: dict[str, Any], variant: str, headline: tuple[str, ...]) -> bool:
+    return bool(headline) and bool(_headline_changes(summary, variant, headline)["worse"])
 
 
 def grid_table(rows: list[list[str]], cell: Any, preferred: tuple[float, ...], width: float) -> Table:
@@ -263,9 +300,17 @@ def settings_table(ctx: ReportContext, width: float) -> Table:
             comparison = entry["comparison"][primary["name"]]
             verdict, phrase = _change(primary, comparison, lv, hv, _scale(entry, primary["name"]))
             verdict = {"better": "better", "worse": "worse", "unclear": "no clear difference"}[verdict]
-            verdict = f"{verdict}: {escape(phrase)}"
+            verdict = f"{verdict}: {escape(phrase)}" + _other_headlines(ctx, variant)
         rows.append([escape(variant), *shown, verdict])
     return grid_table(rows, cell, (3 * cm, 4 * cm, 4 * cm, 4 * cm), width)
+
+
+def _other_headlines(ctx: ReportContext, variant: str) -> str:
+    """The domain's other headline measures on which the best learned policy clearly differs from the
+    best standard one (a tie on the primary KPI must not hide a loss elsewhere)."""
+    found = _headline_changes(ctx.summary, variant, tuple(ctx.domain.headline_kpis))
+    pairs = (("Worse", found["worse"]), ("Better", found["better"]))
+    return "".join(f"<br/><b>{word}:</b> {escape('; '.join(items))}" for word, items in pairs if items)
 
 
 def glossary(ctx: ReportContext, with_ci: bool) -> list[str]:

@@ -88,14 +88,15 @@ def _validation_curves(folder: RunFolder, scenario: Scenario, variant: str) -> p
 
 
 def best_heuristic_on_validation(summary: dict[str, Any], variant: str) -> tuple[str, float] | None:
-    """The best heuristic's mean primary KPI on the validation seeds, if they were scored."""
+    """The best heuristic's mean selection KPI on the validation seeds, if they were scored."""
     scores = ((summary.get("validation") or {}).get("heuristics") or {}).get(variant) or {}
     oracles = set(summary.get("oracles") or [])
     finite = {k: v for k, v in scores.items() if v is not None and math.isfinite(v) and k not in oracles}
     if not finite:
         return None
-    primary = next(k for k in summary["kpis"] if k["name"] == summary["primary_kpi"])
-    pick = max if primary["higher_is_better"] else min
+    scored = summary.get("selection_kpi") or summary["primary_kpi"]
+    kpi = next(k for k in summary["kpis"] if k["name"] == scored)
+    pick = max if kpi["higher_is_better"] else min
     name = pick(finite, key=finite.__getitem__)
     return name, finite[name]
 
@@ -395,7 +396,7 @@ def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
                 story.append(ctx.para(line, "Finding"))
         table = front.headline_table(ctx, variants[0], headlines, PAGE_WIDTH)
     else:
-        story.append(ctx.para(front.settings_sentence(summary), "Verdict"))
+        story.append(ctx.para(front.settings_sentence(summary, tuple(ctx.domain.headline_kpis)), "Verdict"))
         table = front.settings_table(ctx, PAGE_WIDTH)
     if table is not None:
         story.extend([Spacer(1, 4), table, Spacer(1, 4)])
@@ -570,7 +571,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
             )
         )
     curves = _validation_curves(ctx.folder, ctx.scenario, variant)
-    kpi = ctx.domain.kpi(ctx.summary["primary_kpi"])
+    kpi = ctx.domain.kpi(ctx.summary.get("selection_kpi") or ctx.summary["primary_kpi"])
     heuristic = best_heuristic_on_validation(ctx.summary, variant)
     png = figures.validation_curves(curves, heuristic, kpi.label, ctx.colors)
     if png is not None:
@@ -736,7 +737,8 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
                 f"{_trained_text(records)}; {entry.n_envs} envs, "
                 f"normalise obs={entry.normalize_obs}, reward={entry.normalize_reward}; {hp}"
                 + _imitation_text(entry)
-                + _residual_text(entry),
+                + _residual_text(entry)
+                + _shield_text(entry),
             ]
         )
     out.append(_text_table(rows, styles, [3 * cm, 1.6 * cm, PAGE_WIDTH - 4.6 * cm]))
@@ -767,6 +769,16 @@ def _residual_text(entry: Any) -> str:
     return (
         f". Residual: the network's action is a correction of at most {r.scale:g} x half the action "
         f"range added to {r.heuristic}'s action (zero at the start of training)"
+    )
+
+
+def _shield_text(entry: Any) -> str:
+    if entry.shield is None:
+        return ""
+    return (
+        f". Runtime shield: on held-out cases {entry.shield.heuristic} vets every action and replaces "
+        f"those it cannot confirm as safe, and takes over after {entry.shield.patience} held steps "
+        "(overrides counted); training and checkpoint selection are without the shield"
     )
 
 

@@ -14,6 +14,7 @@ from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
 from fieldrl.domains.taxiway import metrics
 from fieldrl.domains.taxiway.heuristics import HEURISTICS
 from fieldrl.domains.taxiway.params import TaxiwayParams
+from fieldrl.policies.base import Policy
 from fieldrl.simulators.airport.engine import CONFLICT_KINDS
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
@@ -96,6 +97,8 @@ class TaxiwayDomain(ParallelDomain[TaxiwayParams]):
         "per 100 movements).",
         "Masked actions": "moves the airport forbids (a closed taxiway, a runway in use) are never offered "
         "to the learned policy.",
+        "Shield": "a learned policy marked '+ shield' acts through prioritized planning, which replaces any "
+        "move it cannot confirm as conflict-free (every replacement is counted in the taxiway section).",
     }
     heuristics = HEURISTICS
     info_keys = metrics.SCALAR_KEYS
@@ -103,6 +106,14 @@ class TaxiwayDomain(ParallelDomain[TaxiwayParams]):
     extra_wall_clock_metrics = ("plan_ms",)
     eval_batch_size = 64
     eval_envs_class = TaxiwayLockstepEnvs
+    shield_heuristics = ("prioritized",)
+
+    def shielded_policy(self, label: str, learned: Policy, shield: Policy, patience: int) -> Policy:
+        from fieldrl.domains.taxiway.heuristics import Prioritized
+        from fieldrl.domains.taxiway.shield import ShieldedPolicy
+
+        assert isinstance(shield, Prioritized), shield
+        return ShieldedPolicy(label, learned, shield, patience)
 
     def make_parallel_env(self, params: TaxiwayParams, training: bool = False) -> TaxiwayEnv:
         return make_env(params)

@@ -138,6 +138,8 @@ class TaxiwayEnv(ParallelEnv):
         self.decisions = 0
         self.last_reward_terms: dict[str, np.ndarray] = {}
         self.plan_seconds, self.plans, self.plan_failures, self.planner_fallbacks = 0.0, 0, 0, 0
+        self.shielded = False  # set by a runtime shield (:mod:`fieldrl.domains.taxiway.shield`)
+        self.shield_overrides, self.shield_unstuck, self.shield_decisions = 0, 0, 0
         self._last: Any = None
 
     # ------------------------------------------------------------------ spaces
@@ -176,6 +178,7 @@ class TaxiwayEnv(ParallelEnv):
         self.agents = [f"ac{i}" for i in self.sim.active]
         self.decision_seconds, self.decisions = 0.0, 0
         self.plan_seconds, self.plans, self.plan_failures, self.planner_fallbacks = 0.0, 0, 0, 0
+        self.shield_overrides, self.shield_unstuck, self.shield_decisions = 0, 0, 0
         self._last = None
         obs = self._observe()
         return obs, {a: {} for a in self.agents}
@@ -243,6 +246,17 @@ class TaxiwayEnv(ParallelEnv):
         info["plan_ms"] = 1000.0 * self.plan_seconds / max(self.plans, 1)
         info["plan_failures"] = float(self.plan_failures)
         info["planner_fallbacks"] = float(self.planner_fallbacks)
+        # shield overrides per 100 movements that taxied (as conflicts are counted); NaN unshielded
+        taxied = max(info["completed"] + len(self.sim.active), 1.0)
+        for key, count in (
+            ("shield_overrides", self.shield_overrides),
+            ("shield_unstuck", self.shield_unstuck),
+        ):
+            info[f"{key}_per_100"] = 100.0 * count / taxied if self.shielded else math.nan
+        overridden = self.shield_overrides + self.shield_unstuck
+        info["shield_override_pct"] = (
+            100.0 * overridden / max(self.shield_decisions, 1) if self.shielded else math.nan
+        )
         return info
 
     # ------------------------------------------------------------------ observations

@@ -162,7 +162,7 @@ class FCFS(_Centralised):
         return True
 
 
-class _PlanState:
+class PlanState:
     def __init__(self) -> None:
         self.res = Reservations()
         self.plans: dict[int, tuple[int, list[int]]] = {}
@@ -176,17 +176,17 @@ class Prioritized(_Centralised):
         self.max_expansions = max_expansions
         self.max_wait = max_wait
 
-    def fresh_state(self) -> _PlanState:
-        return _PlanState()
+    def fresh_state(self) -> PlanState:
+        return PlanState()
 
-    def _planned_pos(self, st: _PlanState, i: int, t: int) -> int | None:
+    def planned_pos(self, st: PlanState, i: int, t: int) -> int | None:
         if i not in st.plans:
             return None
         t0, plan = st.plans[i]
         k = t - t0
         return plan[k] if 0 <= k < len(plan) else None
 
-    def _plan(self, env: Any, st: _PlanState, i: int, deadline: float | None = None) -> bool:
+    def _plan(self, env: Any, st: PlanState, i: int, deadline: float | None = None) -> bool:
         sim: SurfaceSim = env.sim
         m = sim.movements[i]
         start = time.perf_counter()
@@ -204,21 +204,21 @@ class Prioritized(_Centralised):
 
     def decide(self, env: Any, k: int) -> dict[int, int]:
         sim: SurfaceSim = env.sim
-        st: _PlanState = self._state[k]
+        st: PlanState = self._state[k]
         st.res.prune(sim.t - 1)
         for i in [i for i in st.plans if i not in sim.active]:
             del st.plans[i]
         for i in sorted(sim.active):
-            if self._planned_pos(st, i, sim.t) != sim.movements[i].pos:
+            if self.planned_pos(st, i, sim.t) != sim.movements[i].pos:
                 st.plans.pop(i, None)
                 self._plan(env, st, i)
         return self._follow(sim, st)
 
-    def _follow(self, sim: SurfaceSim, st: _PlanState) -> dict[int, int]:
+    def _follow(self, sim: SurfaceSim, st: PlanState) -> dict[int, int]:
         out = {}
         for i in sim.active:
             m = sim.movements[i]
-            nxt = self._planned_pos(st, i, sim.t + 1)
+            nxt = self.planned_pos(st, i, sim.t + 1)
             out[i] = 0 if nxt is None else action_towards(sim.s, m.pos, nxt, m.goal)
         return out
 
@@ -240,10 +240,10 @@ class CBS(Prioritized):
 
     def decide(self, env: Any, k: int) -> dict[int, int]:
         sim: SurfaceSim = env.sim
-        st: _PlanState = self._state[k]
+        st: PlanState = self._state[k]
         for i in [i for i in st.plans if i not in sim.active]:
             del st.plans[i]
-        stale = [i for i in sim.active if self._planned_pos(st, i, sim.t) != sim.movements[i].pos]
+        stale = [i for i in sim.active if self.planned_pos(st, i, sim.t) != sim.movements[i].pos]
         if stale:
             start = time.perf_counter()
             plans = None
@@ -255,22 +255,25 @@ class CBS(Prioritized):
                 env.plan_seconds += time.perf_counter() - start
                 env.plans += 1
                 st.plans = {i: (sim.t, p) for i, p in plans.items()}
-                st.res = _reservations(sim, st.plans)
+                st.res = reservations_of(sim, st.plans)
             else:
                 env.planner_fallbacks += 1
                 env.plan_seconds += time.perf_counter() - start
-                st.res = _reservations(sim, {i: v for i, v in st.plans.items() if i not in stale})
+                st.res = reservations_of(sim, {i: v for i, v in st.plans.items() if i not in stale})
                 for i in stale:
                     st.plans.pop(i, None)
                     self._plan(env, st, i)
         return self._follow(sim, st)
 
 
-def _reservations(sim: SurfaceSim, plans: dict[int, tuple[int, list[int]]]) -> Reservations:
+def reservations_of(sim: SurfaceSim, plans: dict[int, tuple[int, list[int]]]) -> Reservations:
+    """The reservation table of ``plans`` (aircraft -> (start time, positions)); a departure's take-off
+    is reserved only by a plan that ends at its line-up point (not by a plan to hold)."""
     res = Reservations()
     for i, (t0, plan) in sorted(plans.items()):
         m = sim.movements[i]
-        res.add(sim.s, plan, t0, i, sim.cfg.roll_steps, m.runway if m.departure else -1)
+        takeoff = m.departure and plan[-1] == m.goal
+        res.add(sim.s, plan, t0, i, sim.cfg.roll_steps, m.runway if takeoff else -1)
     return res
 
 

@@ -45,6 +45,9 @@ SCALAR_KEYS = (
     "head_on_conflicts",
     "runway_conflicts",
     "movements",
+    "shield_overrides_per_100",
+    "shield_unstuck_per_100",
+    "shield_override_pct",
 )
 MAX_EVENTS = 8  # conflicts recorded per episode and step for the map
 
@@ -62,6 +65,13 @@ def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
     ):
         if extra in record.info:
             out[extra] = record.final(extra)
+    for extra in (
+        "shield_overrides_per_100",
+        "shield_unstuck_per_100",
+        "shield_override_pct",
+    ):  # shielded policies only
+        if extra in record.info and np.isfinite(values := record.final(extra)).any():
+            out[extra] = values
     return out
 
 

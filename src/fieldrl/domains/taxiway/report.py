@@ -235,6 +235,7 @@ def manager_text(ctx: ReportContext, variant: str, policies: list[str], planner:
                 + ("meets" if ok else "does not meet")
                 + " the target (no more conflicts, every movement through, taxi time within 5 %)."
             )
+    parts += shield_text(ctx, variant, [p for p in policies if p in conf], planner, conf, done)
     safest = min(conf, key=lambda p: (conf[p].value, -(done[p].value if p in done else 0.0)))
     parts.append(
         f"For operations: the safest controller that also got the traffic through here was {safest}. "
@@ -247,6 +248,60 @@ def manager_text(ctx: ReportContext, variant: str, policies: list[str], planner:
         )
         + "These are simulated, schematic airports, not a safety case."
     )
+    return parts
+
+
+def _mean_ci(values: np.ndarray, samples: int = 2000) -> tuple[float, float, float]:
+    """Mean over the test periods with a 95 % percentile-bootstrap interval (seeded: reports repeat)."""
+    rng = np.random.default_rng(0)
+    means = values[rng.integers(0, len(values), size=(samples, len(values)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(values.mean()), float(low), float(high)
+
+
+def shield_text(
+    ctx: ReportContext,
+    variant: str,
+    policies: list[str],
+    planner: str | None,
+    conf: dict[str, Interval],
+    done: dict[str, Interval],
+) -> list[str]:
+    """For each shielded learned policy: how often the shield overrode it, and the issue's target check."""
+    rows = ctx.results[ctx.results["variant"] == variant] if not ctx.results.empty else ctx.results
+    parts = []
+    for policy in policies:
+        mine = rows[rows["policy"] == policy] if not rows.empty else rows
+        counts = {
+            key: mine.loc[mine["metric"] == f"shield_{key}", "value"].to_numpy(dtype=float)
+            for key in ("overrides_per_100", "unstuck_per_100", "override_pct")
+        }
+        if not all(len(v) and np.isfinite(v).all() for v in counts.values()):
+            continue
+        ov, uv, share = (_mean_ci(v) for v in counts.values())
+
+        def shown(x: tuple[float, float, float], unit: str = "") -> str:
+            return f"{fmt(x[0])}{unit} [{fmt(x[1])}, {fmt(x[2])}]"
+
+        text = (
+            f"{policy} acts through a runtime shield: before a move of the learned policy is made, the "
+            "planner checks that a conflict-free route to the goal still starts with it, given every other "
+            f"aircraft's reserved route. Per 100 movements the shield replaced {shown(ov)} learned moves it "
+            "could not confirm as conflict-free, and took over "
+            f"{shown(uv)} times from an aircraft the learned policy kept holding while a free route existed; "
+            f"in all, {shown(share, ' %')} of the learned policy's decisions were overridden (mean over the "
+            "test periods, 95 % interval). The fewer overrides, the more of the work the learned policy "
+            "does on its own."
+        )
+        if planner is not None and planner in done and policy in done and policy in conf:
+            gap = done[policy].value - done[planner].value
+            ok = conf[policy].value == 0.0 and gap >= -5.0
+            text += (
+                f" Target check (no conflicts; movements completed at most 5 points below {planner}): "
+                f"{fmt(conf[policy].value)} conflicts per 100 movements, {fmt(done[policy].value)} % vs "
+                f"{fmt(done[planner].value)} % completed; it {'meets' if ok else 'does not meet'} the target."
+            )
+        parts.append(text)
     return parts
 
 
