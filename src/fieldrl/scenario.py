@@ -689,6 +689,21 @@ def _check_shield(scenario: Scenario, domain: Any, shield: Shield, source: str, 
         )
 
 
+def _check_imitable(scenario: Scenario, domain: Any, label: str, source: str, where: str) -> None:
+    """A warm start copies a heuristic's decisions: one that hands the simulator its own program has none."""
+    uses = {h.label: h.use for h in scenario.policies.heuristics}
+    if domain.heuristics[uses[label]].imitable:
+        return
+    allowed = [lab for lab, use in uses.items() if domain.heuristics[use].imitable]
+    raise ScenarioError(
+        source,
+        where,
+        label,
+        "it lets the simulator run its own program, so it makes no decisions to copy; heuristics that do "
+        "here: " + (", ".join(allowed) or "none"),
+    )
+
+
 def _check_anchoring(
     scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry, source: str, where: str, build: bool
 ) -> None:
@@ -697,6 +712,7 @@ def _check_anchoring(
 
     if entry.imitate is not None:
         _check_heuristic_label(scenario, entry.imitate.heuristic, source, f"{where}.imitate.heuristic")
+        _check_imitable(scenario, domain, entry.imitate.heuristic, source, f"{where}.imitate.heuristic")
         if entry.algorithm not in IMITABLE:
             raise ScenarioError(
                 source,

@@ -100,12 +100,15 @@ class HeuristicSpec:
     :param description: one line for ``fieldrl list`` and the report appendix.
     :param oracle: an exact optimiser that knows what no practitioner can (the model, the future): a
         reference, never "the best standard policy"; reports name it as the optimum it is.
+    :param imitable: False for a controller whose actions are not its decisions (e.g. one that hands the
+        simulator its own program and ignores the action), so there is nothing to behaviour-clone.
     """
 
     settings_model: type[Settings]
     build: Callable[[Any, Any, str], Policy]
     description: str
     oracle: bool = False
+    imitable: bool = True
 
 
 class EvalEnvs(Protocol):

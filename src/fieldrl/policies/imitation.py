@@ -209,9 +209,9 @@ def _mask_width(space: Any) -> int:
 
 def _collect_multiagent(envs: Any, policy: Any, gamma: float) -> Demonstrations:
     n = envs.n
-    _bind(policy, envs)
+    obs = envs.reset()  # the evaluation runner's order: a policy may read the reset simulators (traffic)
     policy.reset(n)
-    obs = envs.reset()
+    _bind(policy, envs)
     done = np.zeros(n, dtype=bool)
     start = np.ones(n, dtype=bool)
     rows: list[tuple[np.ndarray, np.ndarray, int]] = []

@@ -211,18 +211,21 @@ HEURISTICS: dict[str, HeuristicSpec] = {
         lambda s, p, name: SumoProgram(name, "0"),
         "SUMO's fixed-time program as netconvert builds it (90 s cycle, 5 s pedestrian clearance, "
         "3 s yellow).",
+        imitable=False,  # SUMO runs its own program: the actions are ignored
     ),
     "webster": HeuristicSpec(
         NoSettings,
         lambda s, p, name: SumoProgram(name, "webster"),
         "Fixed-time with Webster cycle and splits for the busiest period (SUMO tlsCycleAdaptation.py), "
         "pedestrian walk and clearance minimums kept.",
+        imitable=False,  # SUMO runs its own program: the actions are ignored
     ),
     "actuated": HeuristicSpec(
         ActuatedSettings,
         lambda s, p, name: SumoProgram(name, "actuated", s.min_green_s, s.max_green_s),
         "SUMO's gap-based actuated control on the same phases (min/max green from the scenario unless "
         "set in its settings).",
+        imitable=False,  # SUMO runs its own program: the actions are ignored
     ),
     "max-pressure": HeuristicSpec(
         NoSettings, lambda s, p, name: MaxPressure(name), "Max-pressure (Varaiya 2013) over vehicle queues."
