@@ -304,11 +304,8 @@ def primary_kpi(scenario: Scenario, domain: Domain) -> Any:
 def selection_kpi(scenario: Scenario, domain: Domain) -> Any:
     """The KPI validation scores (checkpoint selection, tuning trials): ``report.selection_kpi``, else
     the primary KPI."""
-    return (
-        domain.kpi(scenario.report.selection_kpi)
-        if scenario.report.selection_kpi
-        else primary_kpi(scenario, domain)
-    )
+    report = scenario.report
+    return domain.kpi(report.selection_kpi or report.primary_kpi or domain.kpis[0].name)
 
 
 def evaluation_wrapper(

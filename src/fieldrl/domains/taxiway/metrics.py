@@ -29,6 +29,8 @@ KPIS: list[KPI] = [
     KPI("return", "Return (summed team reward)", "", higher_is_better=True, fmt=".1f"),
 ]
 
+#: how often a runtime shield overrode the learned policy (NaN for every policy without one)
+SHIELD_KEYS = ("shield_overrides_per_100", "shield_unstuck_per_100", "shield_override_pct")
 #: episode-level numbers read at each episode's last active step (``TaxiwayEnv.episode_info``)
 SCALAR_KEYS = (
     "conflicts_per_100",
@@ -45,9 +47,7 @@ SCALAR_KEYS = (
     "head_on_conflicts",
     "runway_conflicts",
     "movements",
-    "shield_overrides_per_100",
-    "shield_unstuck_per_100",
-    "shield_override_pct",
+    *SHIELD_KEYS,
 )
 MAX_EVENTS = 8  # conflicts recorded per episode and step for the map
 
@@ -65,11 +65,7 @@ def episode_kpis(record: EpisodeRecord) -> dict[str, np.ndarray]:
     ):
         if extra in record.info:
             out[extra] = record.final(extra)
-    for extra in (
-        "shield_overrides_per_100",
-        "shield_unstuck_per_100",
-        "shield_override_pct",
-    ):  # shielded policies only
+    for extra in SHIELD_KEYS:  # shielded policies only
         if extra in record.info and np.isfinite(values := record.final(extra)).any():
             out[extra] = values
     return out

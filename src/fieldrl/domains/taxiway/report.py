@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
 
+from fieldrl.domains.taxiway import metrics  # noqa: E402
 from fieldrl.domains.taxiway.env import load_params_layout  # noqa: E402
 from fieldrl.reportkit.context import ReportContext  # noqa: E402
 from fieldrl.reportkit.figures import png_bytes  # noqa: E402
@@ -273,8 +274,7 @@ def shield_text(
     for policy in policies:
         mine = rows[rows["policy"] == policy] if not rows.empty else rows
         counts = {
-            key: mine.loc[mine["metric"] == f"shield_{key}", "value"].to_numpy(dtype=float)
-            for key in ("overrides_per_100", "unstuck_per_100", "override_pct")
+            key: mine.loc[mine["metric"] == key, "value"].to_numpy(dtype=float) for key in metrics.SHIELD_KEYS
         }
         if not all(len(v) and np.isfinite(v).all() for v in counts.values()):
             continue
