@@ -64,3 +64,16 @@ def test_a_model_that_never_updated_is_flagged(scenario_data, write_scenario):
     assert line.startswith("PPO: 1 of 2 trained model(s)") and "untrained network" in line
     summary["validation"]["learned"]["default"]["PPO"]["0"] = trained
     assert untrained_warnings(summary, scenario) == []
+
+
+def test_hyperparameters_tuned_on_another_scenario_are_disclosed_as_transferred():
+    from fieldrl.reports.pdf import _tuning_text, tuned_elsewhere
+
+    scenario = load_scenario("taxiway/quick")
+    (entry,) = scenario.policies.learned
+    assert entry.tuning is not None and entry.tuning.study.startswith(scenario.name + "/")
+    assert tuned_elsewhere(entry, scenario.name) is None
+    assert "transferred" not in _tuning_text(entry, scenario.name)
+    assert tuned_elsewhere(entry, "taxiway-densities") == scenario.name
+    text = _tuning_text(entry, "taxiway-densities")
+    assert f"on scenario {scenario.name}, transferred here (not tuned on this scenario)" in text

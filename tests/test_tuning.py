@@ -71,8 +71,30 @@ def test_every_entry_gets_the_same_trials_scored_on_validation_seeds_only(
     scenario = load_scenario(write_scenario(data, "uses-tuned.yaml"))
     sac = scenario.policies.learned[1]
     assert sac.n_envs == tuned["n_envs"] and sac.tuned is None
-    assert sac.hyperparameters["gradient_steps"] == tuned["hyperparameters"]["gradient_steps"]
+    assert tuned["hyperparameters"].items() <= sac.hyperparameters.items()
     assert sac.tuning.trials == 3 and sac.tuning.best_value == pytest.approx(tuned["study"]["best_value"])
+
+
+def test_a_study_first_runs_the_scenario_s_own_configuration(scenario_data, write_scenario, tmp_path):
+    """Trial 0 is the hand-set configuration, exactly; a study never ends below it on validation."""
+    data = _tunable(scenario_data)
+    data["policies"]["learned"] = data["policies"]["learned"][1:]  # SAC only
+    file = write_scenario(data)
+    result = tuning.tune(file, trials=2, out=tmp_path / "t", show_progress=False)
+    frame = tuning.trials_frame(tmp_path / "t").sort_values("number")
+    first, second = frame.to_dict("records")
+    assert first["handset"] and not second["handset"]
+    assert json.loads(first["hyperparameters"]) == {"learning_starts": 60, "batch_size": 32}
+    assert first["n_envs"] == 1
+    params = json.loads(first["params"])  # what the sampler was told: the nearest point of the space
+    assert params["batch_size"] == 32 and params["learning_starts"] == 500 and params["net_arch"] == "medium"
+    study = result.studies["SAC"]
+    assert study["handset_value"] == pytest.approx(first["value"])
+    assert study["best_value"] == max(first["value"], second["value"])
+    assert study["best_is_handset"] == (first["value"] >= second["value"])
+    tuned = yaml.safe_load((tmp_path / "t" / study["file"]).read_text())
+    if study["best_is_handset"]:
+        assert tuned["hyperparameters"] == {"learning_starts": 60, "batch_size": 32} and tuned["n_envs"] == 1
 
 
 def test_a_tuned_file_for_another_algorithm_or_missing_is_refused(scenario_data, write_scenario, tmp_path):

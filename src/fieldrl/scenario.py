@@ -143,6 +143,10 @@ class TuningRecord(Strict):
     trials: int = Field(ge=0, description="finished trials (complete or pruned)")
     best_trial: int | None = None
     best_value: float | None = Field(None, description="best objective value on the validation seeds")
+    handset_value: float | None = Field(
+        None, description="the scenario's hand-set configuration's value (a study's first trial)"
+    )
+    best_is_handset: bool = Field(False, description="no trial beat the hand-set configuration")
     objective: str = Field("", description="what was optimised, in words")
     search_space: dict[str, str] = Field(default_factory=dict, description="parameter -> its range")
     train_steps: int | None = Field(None, description="training steps of each trial")
@@ -690,7 +694,7 @@ def _check_shield(scenario: Scenario, domain: Any, shield: Shield, source: str, 
 
 
 def _check_imitable(scenario: Scenario, domain: Any, label: str, source: str, where: str) -> None:
-    """A warm start copies a heuristic's decisions: one that hands the simulator its own program has none."""
+    """A warm start copies a heuristic's decisions: one handing the simulator a program or plan has none."""
     uses = {h.label: h.use for h in scenario.policies.heuristics}
     if domain.heuristics[uses[label]].imitable:
         return
@@ -699,8 +703,8 @@ def _check_imitable(scenario: Scenario, domain: Any, label: str, source: str, wh
         source,
         where,
         label,
-        "it lets the simulator run its own program, so it makes no decisions to copy; heuristics that do "
-        "here: " + (", ".join(allowed) or "none"),
+        "it hands the simulator its own program or plan instead of choosing actions, so it makes no "
+        "decisions to copy; heuristics that do here: " + (", ".join(allowed) or "none"),
     )
 
 

@@ -41,6 +41,8 @@ from fieldrl.scenario_checks import entry_of, training_vec_env
 DB_FILE = "study.db"
 SETTINGS_FILE = "tuning.json"
 SCENARIO_FILE = "scenario.yaml"
+#: user attribute of the trial that runs the scenario's own hand-set configuration
+HANDSET = "handset"
 #: keys a user may keep at the scenario's value, and the sampled names they stand for
 KEEP_ALIASES = {
     "policy_kwargs": ("net_arch", "activation_fn"),
@@ -226,6 +228,8 @@ def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
             sampler=_sampler(int(settings["seed"]), trials),
             pruner=_pruner(steps),
         )
+        if not study.get_trials(deepcopy=False):
+            _enqueue_handset(study, entry, _space(entry, tuple(settings["keep"])))
         _requeue_interrupted(study)
         remaining = trials - _finished(study)
         if remaining > 0:
@@ -261,6 +265,20 @@ def _finished(study: Any) -> int:
     return sum(1 for t in study.get_trials(deepcopy=False) if _counts(t) and t.state != TrialState.RUNNING)
 
 
+def _enqueue_handset(study: Any, entry: LearnedEntry, space: dict[str, Any]) -> None:
+    """Make a new study's first trial the scenario's own, hand-set configuration.
+
+    So a study can only end at the hand-set values or at something that scored better on the
+    validation seeds: with the few trials a CPU budget allows, TPE's random start-up trials alone
+    can all be worse than a practitioner's sensible defaults. The trial runs the entry's
+    hyperparameters exactly; the sampler is told the nearest point of the search space.
+    """
+    from fieldrl.policies.search_spaces import handset_sample
+
+    sample = handset_sample(entry.algorithm, entry.hyperparameters, entry.n_envs, space)
+    study.enqueue_trial(sample, user_attrs={HANDSET: True})
+
+
 def _requeue_interrupted(study: Any) -> None:
     """Trials left RUNNING by a killed study: mark them failed and ask for their configuration again."""
     from optuna.trial import TrialState
@@ -268,7 +286,8 @@ def _requeue_interrupted(study: Any) -> None:
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
         study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        study.enqueue_trial(t.params, skip_if_exists=False)
+        handset = {HANDSET: True} if t.user_attrs.get(HANDSET) else None
+        study.enqueue_trial(t.params, user_attrs=handset, skip_if_exists=False)
 
 
 def study_worker(
@@ -314,7 +333,10 @@ def study_worker(
             study._storage.set_trial_user_attr(trial._trial_id, "surplus", True)
             study.tell(trial, state=TrialState.FAIL)
             break
-        hyperparameters, n_envs = to_hyperparameters(entry.algorithm, trial.params, steps, width)
+        if trial.user_attrs.get(HANDSET):  # the scenario's own configuration, exactly
+            hyperparameters, n_envs = dict(entry.hyperparameters), entry.n_envs
+        else:
+            hyperparameters, n_envs = to_hyperparameters(entry.algorithm, trial.params, steps, width)
         trial.set_user_attr("hyperparameters", hyperparameters)
         trial.set_user_attr("n_envs", n_envs)
         seeds = scenario.seeds.train
@@ -446,11 +468,15 @@ def _write_tuned(
         best = study.best_trial
     except ValueError:  # no complete trial
         return {"trials": finished, "best_value": None, "file": None}
+    trials = study.get_trials(deepcopy=False)
+    handset = [t for t in trials if t.user_attrs.get(HANDSET) and t.value is not None]
     record = {
         "study": study.study_name,
         "trials": finished,
         "best_trial": best.number,
         "best_value": float(best.value),
+        "handset_value": float(handset[0].value) if handset else None,
+        "best_is_handset": bool(best.user_attrs.get(HANDSET)),
         "objective": _objective_text(scenario, variant, steps),
         "search_space": describe(space),
         "train_steps": steps,
@@ -478,7 +504,7 @@ def _write_summary(folder: Path, result: TuningResult) -> None:
 
 
 def trials_frame(folder: str | Path) -> Any:
-    """Every trial of a tuning folder as a table (policy, number, state, value, hyperparameters)."""
+    """Every trial of a tuning folder as a table (policy, number, state, value, hyperparameters, ...)."""
     import pandas as pd
 
     optuna = _optuna()
@@ -498,6 +524,7 @@ def trials_frame(folder: str | Path) -> Any:
                     "params": json.dumps(t.params, sort_keys=True),
                     "hyperparameters": json.dumps(t.user_attrs.get("hyperparameters")),
                     "interrupted": bool(t.user_attrs.get("interrupted", False)),
+                    "handset": bool(t.user_attrs.get(HANDSET, False)),
                 }
             )
     return pd.DataFrame(rows)

@@ -46,11 +46,14 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
+from fieldrl.policies.independent import IndependentPPO
 from fieldrl.policies.signatures import IMITABLE  # noqa: F401  (importable from here too)
 
 #: algorithm class -> how it is cloned; exact classes only (a subclass, e.g. a multi-head-critic
-#: or per-agent-network variant, may change what ``predict_values`` or the actor mean)
-_ON_POLICY: tuple[type, ...] = (sb3.PPO, sb3.A2C, sb3_contrib.TRPO, sb3_contrib.MaskablePPO)
+#: variant, may change what ``predict_values`` or the actor mean). Independent PPO qualifies: its
+#: per-agent networks sit behind the standard ``get_distribution``/``predict_values``, so each agent's
+#: network is fitted to that agent's demonstrated decisions.
+_ON_POLICY: tuple[type, ...] = (sb3.PPO, sb3.A2C, sb3_contrib.TRPO, sb3_contrib.MaskablePPO, IndependentPPO)
 _SQUASHED_GAUSSIAN: tuple[type, ...] = (sb3.SAC, sb3_contrib.TQC)
 _DETERMINISTIC: tuple[type, ...] = (sb3.TD3, sb3.DDPG)
 
@@ -218,8 +221,11 @@ def _collect_multiagent(envs: Any, policy: Any, gamma: float) -> Demonstrations:
     owner: list[tuple[int, str, int]] = []  # (episode, agent, step index in that agent's reward list)
     rewards: dict[tuple[int, str], list[float]] = {}
     seen: list[np.ndarray] = []
+    width = _mask_width(envs.action_space)
     while not done.all():
         masks = envs.action_masks()
+        if masks.shape[-1] != width:  # an env without masks: every action is allowed (UAV)
+            masks = np.ones((*masks.shape[:-1], width), dtype=bool)
         actions = np.asarray(policy.act(obs, start))
         start[:] = False
         seen.append(obs[~done].reshape(-1, *obs.shape[2:]))

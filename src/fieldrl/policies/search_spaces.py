@@ -168,3 +168,73 @@ def to_hyperparameters(
             room = max(1, (train_steps - hp["learning_starts"]) // 2)
             hp["target_update_interval"] = min(hp["target_update_interval"], room)
     return hp, n_envs
+
+
+def _default_arch(algorithm: str) -> list[int]:
+    """SB3's default MLP for ``algorithm`` when a scenario names none."""
+    if algorithm in ("sac", "tqc"):
+        return [256, 256]
+    if algorithm in ("td3", "ddpg", "lstm-td3"):
+        return [400, 300]
+    return [64, 64]
+
+
+def _handset_value(algorithm: str, name: str, hp: dict[str, Any], n_envs: int) -> Any:
+    """The value the scenario's own configuration has for search parameter ``name`` (None: unknown)."""
+    import inspect
+
+    from fieldrl.policies.registry import algorithm_class
+
+    kwargs = hp.get("policy_kwargs") or {}
+    if name == "n_envs":
+        return n_envs
+    if name == "net_arch":
+        arch = kwargs.get("net_arch", _default_arch(algorithm))
+        layers = arch.get("pi") if isinstance(arch, dict) else arch
+        return next((key for key, value in NET_ARCH.items() if value == list(layers or [])), None)
+    if name == "activation_fn":
+        return kwargs.get("activation_fn", "tanh" if algorithm in ON_POLICY else "relu")
+    if name == "noise_type":
+        return (hp.get("action_noise") or {}).get("type")
+    if name == "noise_std":
+        return (hp.get("action_noise") or {}).get("sigma")
+    if name == "one_minus_gae_lambda":
+        name, invert = "gae_lambda", True
+    else:
+        invert = False
+    if name in hp:
+        value = hp[name]
+    else:
+        parameter = inspect.signature(algorithm_class(algorithm).__init__).parameters.get(name)
+        value = None if parameter is None else parameter.default
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None  # a schedule, a tuple train_freq, no default: let the sampler choose
+    return 1.0 - value if invert else value
+
+
+def handset_sample(
+    algorithm: str, hyperparameters: dict[str, Any], n_envs: int, space: dict[str, BaseDistribution]
+) -> dict[str, Any]:
+    """The point of ``space`` nearest to a scenario's hand-set configuration (SB3 defaults filling gaps).
+
+    ``fieldrl tune`` runs the hand-set configuration itself as a study's first trial; this is what
+    the sampler is told that trial was, so TPE models it like any other point. Values outside a
+    range are clipped, numbers between categories go to the nearest category, and a parameter with
+    no comparable value (a learning-rate schedule, say) is left out for the sampler to fill.
+    """
+    sample: dict[str, Any] = {}
+    for name, dist in space.items():
+        value = _handset_value(algorithm, name, hyperparameters, n_envs)
+        if value is None:
+            continue
+        if isinstance(dist, CategoricalDistribution):
+            if value in dist.choices:
+                sample[name] = value
+            elif isinstance(value, (int, float)):
+                numeric = [c for c in dist.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+                if numeric:
+                    target = math.log1p(abs(value))
+                    sample[name] = min(numeric, key=lambda c: abs(math.log1p(abs(c)) - target))
+        elif isinstance(dist, FloatDistribution):
+            sample[name] = min(max(float(value), dist.low), dist.high)
+    return sample

@@ -341,7 +341,7 @@ SIGNATURES: dict[str, AlgorithmSignature] = {
 
 #: scenario names of the algorithms :func:`fieldrl.policies.imitation.clone` can warm-start (the
 #: first two listed first: the scenario's error message quotes this order)
-IMITABLE = ("ppo", "maskable-ppo", "a2c", "trpo", "sac", "td3", "ddpg", "tqc")
+IMITABLE = ("ppo", "maskable-ppo", "independent-ppo", "a2c", "trpo", "sac", "td3", "ddpg", "tqc")
 
 #: the defaults the budget checks read
 SIGNATURE_DEFAULT_KEYS = (

@@ -485,7 +485,9 @@ def _effort_block(ctx: ReportContext) -> list[Any]:
     rows = [["Learned policy", "Trained (from the models)", "Kept for the test", "Hyperparameters"]]
     for entry in scenario.policies.learned:
         records = [r for v in scenario.variant_names for r in training_records(ctx.summary, v, entry.label)]
-        rows.append([entry.label, _trained_text(records), _kept_text(records), _tuning_text(entry)])
+        rows.append(
+            [entry.label, _trained_text(records), _kept_text(records), _tuning_text(entry, scenario.name)]
+        )
     out.append(Paragraph("Training effort", ctx.styles["Heading3"]))
     out.append(_text_table(rows, ctx.styles, [2.6 * cm, 4.4 * cm, 4.6 * cm, PAGE_WIDTH - 11.6 * cm]))
     return out
@@ -514,12 +516,27 @@ def _kept_text(records: list[dict[str, Any]]) -> str:
     return f"best of its validation checkpoints, at {at} steps"
 
 
-def _tuning_text(entry: Any) -> str:
+def tuned_elsewhere(entry: Any, scenario_name: str) -> str | None:
+    """The scenario an entry's study was run on, when that is not this one (a transferred tuning).
+
+    ``fieldrl tune`` names its studies ``<scenario>/<setting>/<policy>``; hyperparameters tuned on a
+    smaller sibling scenario and referenced from this one were never scored on this scenario's
+    validation seeds, and the report must say so.
+    """
+    if entry.tuning is None:
+        return None
+    source = entry.tuning.study.split("/", 1)[0]
+    return None if source == scenario_name else source
+
+
+def _tuning_text(entry: Any, scenario_name: str) -> str:
     if entry.tuning is None:
         return "as written in the scenario (not tuned)"
     t = entry.tuning
     best = "" if t.best_value is None else f", best validation value {fmt(t.best_value)}"
-    return f"tuned: {t.trials} trials of study {t.study}{best}"
+    source = tuned_elsewhere(entry, scenario_name)
+    moved = "" if source is None else f" on scenario {source}, transferred here (not tuned on this scenario)"
+    return f"tuned: {t.trials} trials of study {t.study}{best}{moved}"
 
 
 def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
@@ -822,11 +839,17 @@ def _tuning_appendix(ctx: ReportContext) -> list[Any]:
             if t.best_value is None
             else f" Best validation value {fmt(t.best_value)} (trial {t.best_trial})."
         )
+        if t.handset_value is not None:
+            stands = ": no trial beat it, so the hand-set values stand." if t.best_is_handset else "."
+            best += f" The scenario's hand-set configuration, run as trial 0, scored {fmt(t.handset_value)}"
+            best += stands
+        source = tuned_elsewhere(entry, ctx.scenario.name)
         rows.append(
             [
                 entry.label,
                 f"{t.study}: {t.trials} trials (Optuna TPE, median pruning)"
-                + (f", {t.train_steps:,} steps each" if t.train_steps else ""),
+                + (f", {t.train_steps:,} steps each" if t.train_steps else "")
+                + ("" if source is None else f"; run on scenario {source}, transferred, not re-tuned here"),
                 f"{t.objective}.{best} Searched: {space}",
             ]
         )

@@ -134,7 +134,10 @@ def _fixed(settings: FixedSettings, params: UavParams, name: str) -> FixedAlloca
 
 def _spec(rule: Rule, description: str) -> HeuristicSpec:
     return HeuristicSpec(
-        RuleSettings, lambda s, p, name: PlanHeuristic(name, rule, s.trajectory), description
+        RuleSettings,
+        lambda s, p, name: PlanHeuristic(name, rule, s.trajectory),
+        description,
+        imitable=False,  # the rule hands the simulator a whole plan; its actions are placeholders
     )
 
 
