@@ -348,7 +348,7 @@ def load_model(run_dir: str | Path, policy: str, seed: int | None = None, varian
     if seed not in scenario.seeds.train:
         raise FieldrlError(f"seed = {seed!r}: training seeds of this run: {scenario.seeds.train}")
     domain = get_domain(scenario.domain)
-    params = domain.params_model.model_validate(scenario.variant_params(variant))
+    params = domain.params_model.model_validate(scenario.policy_params(variant, policy))
     loaded = build_policy(
         scenario, domain, params, EvalJob(variant, policy, seed), str(folder.path), folder.hashes()
     )

@@ -163,6 +163,12 @@ class LearnedEntry(Strict):
     name: SafeName | None = Field(None, min_length=1, max_length=40)
     policy: str = "MlpPolicy"
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="domain parameters this policy trains and runs with, over the scenario's and the "
+        "variant's: only the controller's own design the domain allows (`policy_params`: traffic's "
+        "decision interval and reward), never the world the policies are compared in",
+    )
     train_steps: int = Field(ge=1, le=10**9, description="training budget in env steps")
     n_envs: int = Field(8, ge=1, le=4096)
     normalize_obs: StrictBool = True
@@ -360,6 +366,12 @@ class Scenario(Strict):
     def variant_params(self, variant: str) -> dict[str, Any]:
         return {**self.params, **self.variants.get(variant, {})}
 
+    def policy_params(self, variant: str, policy: str | None = None) -> dict[str, Any]:
+        """The params ``policy`` runs with in ``variant``: the variant's, with a learned entry's own
+        ``params`` over them (a heuristic, or no policy, runs with the variant's)."""
+        own = next((e.params for e in self.policies.learned if e.label == policy), {})
+        return {**self.variant_params(variant), **own}
+
     def with_budget(self, budget: str) -> Scenario:
         """The scenario as it runs under ``budget``.
 
@@ -473,6 +485,9 @@ class TunedFile(Strict):
     policy: str | None = Field(None, description="label of the learned entry it was tuned for")
     n_envs: int | None = Field(None, ge=1, le=4096)
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="the entry's own domain params the study tuned (policy_params)"
+    )
     study: TuningRecord
 
 
@@ -521,9 +536,12 @@ def _resolve_tuned(scenario: Scenario, source: str, base: Any) -> Scenario:
                 f"tuned for algorithm {tuned.algorithm}, but this entry is {entry['algorithm']}",
             )
         written = {**entry["hyperparameters"], "n_envs": entry["n_envs"]}
+        written |= {f"params.{k}": v for k, v in entry["params"].items()}
         replacing = {**tuned.hyperparameters, **({} if tuned.n_envs is None else {"n_envs": tuned.n_envs})}
+        replacing |= {f"params.{k}": v for k, v in tuned.params.items()}
         replaced = sorted(k for k, v in replacing.items() if k in written and written[k] != v)
         entry["hyperparameters"] = {**entry["hyperparameters"], **tuned.hyperparameters}
+        entry["params"] = {**entry["params"], **tuned.params}
         if tuned.n_envs is not None:
             entry["n_envs"] = tuned.n_envs
         entry["tuning"] = {**tuned.study.model_dump(), "file": entry["tuned"], "replaced": replaced}
@@ -669,6 +687,28 @@ def _inner_model(annotation: Any) -> Any:
         if found is not None:
             return found
     return None
+
+
+def _check_policy_params(
+    scenario: Scenario, domain: Any, entry: LearnedEntry, source: str, where: str
+) -> None:
+    """A learned entry's own ``params`` may set only the domain's ``policy_params`` (its controller's
+    design); every variant with them over it must still be valid params."""
+    for key, value in entry.params.items():
+        if key not in domain.policy_params:
+            allowed = ", ".join(sorted(domain.policy_params)) or f"none (domain {domain.name} has none)"
+            raise ScenarioError(
+                source,
+                f"{where}.params.{key}",
+                value,
+                "not a setting a single policy may choose (it would change the world the policies are "
+                f"compared in); allowed: {allowed}",
+            )
+    if entry.params:
+        for variant in scenario.variant_names:
+            _validate(
+                domain.params_model, scenario.policy_params(variant, entry.label), source, f"{where}.params"
+            )
 
 
 def _check_heuristic_label(scenario: Scenario, label: str, source: str, where: str) -> None:
@@ -841,7 +881,6 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
         except ValueError as exc:
             where = "params" if name not in scenario.variants else f"variants.{name}"
             raise ScenarioError(source, where, MISSING, str(exc)) from None
-    first_params = domain.params_model.model_validate(scenario.variant_params(scenario.variant_names[0]))
     for i, entry in enumerate(scenario.policies.learned):
         where = f"policies.learned[{i}]"
         if entry.algorithm not in ALGORITHM_NAMES:
@@ -851,6 +890,10 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
                 entry.algorithm,
                 "unknown algorithm; allowed: " + ", ".join(sorted(ALGORITHM_NAMES)),
             )
+        _check_policy_params(scenario, domain, entry, source, where)
+        first_params = domain.params_model.model_validate(
+            scenario.policy_params(scenario.variant_names[0], entry.label)
+        )
         _check_anchoring(scenario, domain, first_params, entry, source, where, build)
         problem = check_hyperparameters(entry.algorithm, entry.hyperparameters)
         if problem:

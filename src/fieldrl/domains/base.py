@@ -240,6 +240,12 @@ class Domain(ABC, Generic[P]):
     #: heuristics (their ``use`` names) that can shield a learned policy at run time (a learned entry's
     #: ``shield:``); empty: the domain has no runtime shield
     shield_heuristics: Sequence[str] = ()
+    #: params a learned entry may set for itself (its ``params:``): the controller's own design
+    #: (decision interval, reward), never the world all policies are compared in; name -> what it is
+    policy_params: dict[str, str] = {}
+    #: the choices ``fieldrl tune`` tries for some of :attr:`policy_params`: name -> {label: value}
+    #: (labels, not values, go to the sampler: a reward's weights are a dict)
+    tunable_policy_params: dict[str, dict[str, Any]] = {}
 
     def resolve_files(self, params: dict[str, Any], folder: Path) -> dict[str, Any]:
         """Raw params (or a variant's overrides) with every :attr:`file_params` path made absolute.

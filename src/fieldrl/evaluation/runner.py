@@ -261,10 +261,13 @@ def eval_jobs(scenario: Scenario) -> list[EvalJob]:
     return jobs
 
 
-def _context(scenario_data: dict[str, Any], variant: str) -> tuple[Scenario, Domain, Any]:
+def _context(
+    scenario_data: dict[str, Any], variant: str, policy: str | None = None
+) -> tuple[Scenario, Domain, Any]:
+    """The scenario, its domain, and the params ``policy`` runs with in ``variant``."""
     scenario = Scenario.model_validate(scenario_data)
     domain = get_domain(scenario.domain)
-    params = domain.params_model.model_validate(scenario.variant_params(variant))
+    params = domain.params_model.model_validate(scenario.policy_params(variant, policy))
     return scenario, domain, params
 
 
@@ -365,7 +368,7 @@ def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, ev
     """Train one (variant, policy, seed) and write its artifacts; return their relative paths."""
     from fieldrl.policies.learned import train_model
 
-    scenario, domain, params = _context(scenario_data, job.variant)
+    scenario, domain, params = _context(scenario_data, job.variant, job.policy)
     entry = entry_of(scenario, job.policy)
     assert isinstance(entry, LearnedEntry)
     folder = RunFolder(run_dir)
@@ -500,7 +503,7 @@ def check_learned_models(
         model_path, _ = model_files(run_dir, job, hashes, trust)
         key = (job.variant, job.policy)
         if key not in models:
-            scenario, domain, params = _context(scenario_data, job.variant)
+            scenario, domain, params = _context(scenario_data, job.variant, job.policy)
             venv = training_vec_env(scenario, domain, params, entry_of(scenario, job.policy))(1, 0)
             try:
                 models[key] = build_model(entry_of(scenario, job.policy), venv, seed=0)
@@ -527,7 +530,7 @@ def run_eval_job(
     import torch
 
     torch.set_num_threads(1)
-    scenario, domain, params = _context(scenario_data, job.variant)
+    scenario, domain, params = _context(scenario_data, job.variant, job.policy)
     context = (scenario, domain, params, job, run_dir, hashes, trust)
     policy = build_policy(*context)
     plan = [

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from fieldrl.domains import get_domain
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
 from fieldrl.evaluation.store import new_output_folder
@@ -43,6 +44,8 @@ SETTINGS_FILE = "tuning.json"
 SCENARIO_FILE = "scenario.yaml"
 #: user attribute of the trial that runs the scenario's own hand-set configuration
 HANDSET = "handset"
+#: prefix of a sampled name that is one of the domain's policy params (``params.decision_s``)
+PARAM_PREFIX = "params."
 #: keys a user may keep at the scenario's value, and the sampled names they stand for
 KEEP_ALIASES = {
     "policy_kwargs": ("net_arch", "activation_fn"),
@@ -63,6 +66,7 @@ class TrialJob:
     n_envs: int
     train_steps: int
     seed: int
+    params: dict[str, Any] = field(default_factory=dict)  # the entry's own domain params of this trial
 
     @property
     def key(self) -> str:
@@ -95,16 +99,47 @@ def study_name(scenario: Scenario, variant: str, label: str) -> str:
     return f"{scenario.name}/{variant}/{label}"
 
 
-def _space(entry: LearnedEntry, keep: tuple[str, ...]) -> dict[str, Any]:
+def _space(entry: LearnedEntry, keep: tuple[str, ...], domain: Any) -> dict[str, Any]:
+    """The entry's search space: its algorithm's hyperparameters and the domain's tunable policy
+    params (``params.<name>``, a choice among labelled values), less what ``keep`` holds fixed."""
+    from optuna.distributions import CategoricalDistribution
+
     from fieldrl.policies.search_spaces import search_space
 
     space = search_space(entry.algorithm, entry.n_envs)
-    dropped = {name for k in keep for name in (k, *KEEP_ALIASES.get(k, ()))}
+    for name, choices in domain.tunable_policy_params.items():
+        space[PARAM_PREFIX + name] = CategoricalDistribution(list(choices))
+    dropped = {name for k in keep for name in (k, PARAM_PREFIX + k, *KEEP_ALIASES.get(k, ()))}
     return {k: v for k, v in space.items() if k not in dropped}
 
 
+def split_sample(sample: dict[str, Any], domain: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(hyperparameter sample, the entry's own domain params)`` of one sampled configuration."""
+    hyper = {k: v for k, v in sample.items() if not k.startswith(PARAM_PREFIX)}
+    params = {
+        k[len(PARAM_PREFIX) :]: domain.tunable_policy_params[k[len(PARAM_PREFIX) :]][v]
+        for k, v in sample.items()
+        if k.startswith(PARAM_PREFIX)
+    }
+    return hyper, params
+
+
+def _handset_params(
+    scenario: Scenario, variant: str, entry: LearnedEntry, domain: Any, space: Any
+) -> dict[str, Any]:
+    """The labels of the tunable policy params' values the entry runs with as written (where one matches)."""
+    current = domain.params_model.model_validate(scenario.policy_params(variant, entry.label)).model_dump()
+    sample = {}
+    for name, choices in domain.tunable_policy_params.items():
+        if PARAM_PREFIX + name in space:
+            label = next((k for k, v in choices.items() if v == current.get(name)), None)
+            if label is not None:
+                sample[PARAM_PREFIX + name] = label
+    return sample
+
+
 def _width(scenario: Scenario, variant: str, entry: LearnedEntry) -> int:
-    _, domain, params = runner._context(scenario.model_dump(mode="json"), variant)
+    _, domain, params = runner._context(scenario.model_dump(mode="json"), variant, entry.label)
     venv = training_vec_env(scenario, domain, params, entry)(1, 0)
     try:
         return int(venv.num_envs)
@@ -118,9 +153,10 @@ def _objective_text(scenario: Scenario, variant: str, train_steps: int) -> str:
     domain = get_domain(scenario.domain)
     kpi = runner.selection_kpi(scenario, domain)
     seeds = scenario.seeds.validation or []
+    label = kpi.label.lower() if kpi.label.lower().startswith("mean ") else f"mean {kpi.label.lower()}"
     where = "" if variant == "default" else f", setting {variant}"
     return (
-        f"{'highest' if kpi.higher_is_better else 'lowest'} mean {kpi.label.lower()} on "
+        f"{'highest' if kpi.higher_is_better else 'lowest'} {label} on "
         f"{len(seeds)} validation seed(s) x {scenario.episodes_per_seed} episode(s){where}, best "
         f"checkpoint of {train_steps:,} training steps"
     )
@@ -162,6 +198,7 @@ def tune(
     variant = variant or scenario.variant_names[0]
     if variant not in scenario.variant_names:
         raise FieldrlError(f"--variant = {variant!r}: allowed: {', '.join(scenario.variant_names)}")
+    _check_keep(scenario, chosen, keep)
     if train_steps is not None and train_steps < 1:
         raise FieldrlError(f"--train-steps = {train_steps}: allowed: an integer >= 1")
     folder = new_output_folder(out, "tuning", f"{runner.slug(scenario.name)}-{budget}")
@@ -183,6 +220,20 @@ def tune(
     }
     atomic_write_bytes(folder / SETTINGS_FILE, json.dumps(settings, indent=1).encode())
     return _run_study(folder, backend, show_progress)
+
+
+def _check_keep(scenario: Scenario, labels: list[str], keep: tuple[str, ...]) -> None:
+    """Every ``--keep`` names something the chosen entries' search spaces tune."""
+    domain = get_domain(scenario.domain)
+    known = set(KEEP_ALIASES)
+    for label in labels:
+        entry = entry_of(scenario, label)
+        assert isinstance(entry, LearnedEntry)
+        for name in _space(entry, (), domain):
+            known |= {name, name.removeprefix(PARAM_PREFIX)}
+    for name in keep:
+        if name not in known:
+            raise FieldrlError(f"--keep = {name!r}: not tuned here; allowed: {', '.join(sorted(known))}")
 
 
 def resume_tuning(folder: str | Path, backend: Any = None, show_progress: bool = True) -> TuningResult:
@@ -228,8 +279,10 @@ def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
             sampler=_sampler(int(settings["seed"]), trials),
             pruner=_pruner(steps),
         )
+        domain = get_domain(scenario.domain)
+        space = _space(entry, tuple(settings["keep"]), domain)
         if not study.get_trials(deepcopy=False):
-            _enqueue_handset(study, entry, _space(entry, tuple(settings["keep"])))
+            _enqueue_handset(study, entry, space, _handset_params(scenario, variant, entry, domain, space))
         _requeue_interrupted(study)
         remaining = trials - _finished(study)
         if remaining > 0:
@@ -237,7 +290,6 @@ def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
             calls = [(data, variant, str(folder), label, settings, worker) for worker in range(workers)]
             with JobProgress(f"tuning {label}", remaining, enabled=show_progress) as progress:
                 backend.execute(study_worker, calls, progress, None)
-        space = _space(entry, tuple(settings["keep"]))
         result.studies[label] = _write_tuned(folder, scenario, variant, entry, study, space, steps)
     _write_summary(folder, result)
     return result
@@ -265,7 +317,7 @@ def _finished(study: Any) -> int:
     return sum(1 for t in study.get_trials(deepcopy=False) if _counts(t) and t.state != TrialState.RUNNING)
 
 
-def _enqueue_handset(study: Any, entry: LearnedEntry, space: dict[str, Any]) -> None:
+def _enqueue_handset(study: Any, entry: LearnedEntry, space: dict[str, Any], params: dict[str, Any]) -> None:
     """Make a new study's first trial the scenario's own, hand-set configuration.
 
     So a study can only end at the hand-set values or at something that scored better on the
@@ -276,7 +328,7 @@ def _enqueue_handset(study: Any, entry: LearnedEntry, space: dict[str, Any]) -> 
     from fieldrl.policies.search_spaces import handset_sample
 
     sample = handset_sample(entry.algorithm, entry.hyperparameters, entry.n_envs, space)
-    study.enqueue_trial(sample, user_attrs={HANDSET: True})
+    study.enqueue_trial({**sample, **params}, user_attrs={HANDSET: True})
 
 
 def _requeue_interrupted(study: Any) -> None:
@@ -311,12 +363,12 @@ def study_worker(
     from fieldrl.policies.search_spaces import to_hyperparameters
 
     optuna = _optuna()
-    scenario, _, _ = runner._context(scenario_data, variant)
+    scenario, domain, _ = runner._context(scenario_data, variant)
     entry = entry_of(scenario, label)
     assert isinstance(entry, LearnedEntry)
     trials = int(settings["trials"])
     steps = int(settings["train_steps"] or entry.train_steps)
-    space = _space(entry, tuple(settings["keep"]))
+    space = _space(entry, tuple(settings["keep"]), domain)
     width = _width(scenario, variant, entry)
     path = Path(folder)
     study = optuna.load_study(
@@ -333,12 +385,14 @@ def study_worker(
             study._storage.set_trial_user_attr(trial._trial_id, "surplus", True)
             study.tell(trial, state=TrialState.FAIL)
             break
+        sample, params = split_sample(trial.params, domain)
         if trial.user_attrs.get(HANDSET):  # the scenario's own configuration, exactly
-            hyperparameters, n_envs = dict(entry.hyperparameters), entry.n_envs
+            hyperparameters, n_envs, params = dict(entry.hyperparameters), entry.n_envs, {}
         else:
-            hyperparameters, n_envs = to_hyperparameters(entry.algorithm, trial.params, steps, width)
+            hyperparameters, n_envs = to_hyperparameters(entry.algorithm, sample, steps, width)
         trial.set_user_attr("hyperparameters", hyperparameters)
         trial.set_user_attr("n_envs", n_envs)
+        trial.set_user_attr("params", params)
         seeds = scenario.seeds.train
         job = TrialJob(
             policy=label,
@@ -349,6 +403,7 @@ def study_worker(
             n_envs=n_envs,
             train_steps=steps,
             seed=int(seeds[trial.number % len(seeds)]),
+            params=params,
         )
         outcome = run_trial(scenario_data, variant, job, trial, events)
         _tell(study, job, outcome, path)
@@ -391,7 +446,7 @@ def run_trial(
     from fieldrl.policies.learned import MODEL_FILE, VALIDATION_FILE, train_model
     from fieldrl.policies.weights import record_of
 
-    scenario, domain, params = runner._context(scenario_data, variant)
+    scenario, domain, _ = runner._context(scenario_data, variant)
     base = entry_of(scenario, job.policy)
     assert isinstance(base, LearnedEntry)
     entry = base.model_copy(
@@ -399,8 +454,10 @@ def run_trial(
             "hyperparameters": {**base.hyperparameters, **job.hyperparameters},
             "n_envs": job.n_envs,
             "train_steps": job.train_steps,
+            "params": {**base.params, **job.params},
         }
     )
+    params = domain.params_model.model_validate({**scenario.variant_params(variant), **entry.params})
     pruned: list[bool] = []
 
     def observe(steps: int, value: float) -> bool:
@@ -486,6 +543,7 @@ def _write_tuned(
         "policy": entry.label,
         "n_envs": int(best.user_attrs["n_envs"]),
         "hyperparameters": best.user_attrs["hyperparameters"],
+        **({"params": best.user_attrs["params"]} if best.user_attrs.get("params") else {}),
         "study": record,
     }
     rel = f"tuned/{runner.slug(entry.label)}.yaml"
@@ -523,6 +581,7 @@ def trials_frame(folder: str | Path) -> Any:
                     "n_envs": t.user_attrs.get("n_envs"),
                     "params": json.dumps(t.params, sort_keys=True),
                     "hyperparameters": json.dumps(t.user_attrs.get("hyperparameters")),
+                    "policy_params": json.dumps(t.user_attrs.get("params") or {}),
                     "interrupted": bool(t.user_attrs.get("interrupted", False)),
                     "handset": bool(t.user_attrs.get(HANDSET, False)),
                 }

@@ -753,6 +753,7 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
                 f"{entry.algorithm} {entry.policy}, budget {entry.train_steps:,} env steps; trained "
                 f"{_trained_text(records)}; {entry.n_envs} envs, "
                 f"normalise obs={entry.normalize_obs}, reward={entry.normalize_reward}; {hp}"
+                + _own_params_text(entry)
                 + _imitation_text(entry)
                 + _residual_text(entry)
                 + _shield_text(entry),
@@ -777,6 +778,14 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
     versions = ctx.folder.read_json("versions.json") if "versions.json" in ctx.folder.hashes() else {}
     out.append(ctx.para(", ".join(f"{k} {v}" for k, v in versions.items()), "Small"))
     return out
+
+
+def _own_params_text(entry: Any) -> str:
+    """A learned entry's own domain settings (its controller's design), which the others don't share."""
+    if not entry.params:
+        return ""
+    shown = "; ".join(f"{k} = {_setting_text(v)}" for k, v in entry.params.items())
+    return f". Runs with its own controller settings (the other policies use the scenario's): {shown}"
 
 
 def _residual_text(entry: Any) -> str:

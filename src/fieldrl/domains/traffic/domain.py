@@ -36,6 +36,24 @@ class TrafficDomain(ParallelDomain[TrafficParams]):
         "one mode waits for the other (Jain's index, 0-1).",
     }
     heuristics = HEURISTICS
+    policy_params = {
+        "decision_s": "seconds between the learned controller's decisions",
+        "reward_weights": "the reward it trains on (weights of the reward terms; none: demand-adaptive)",
+    }
+    tunable_policy_params = {
+        "decision_s": {"3": 3, "5": 5, "10": 10, "15": 15},
+        "reward_weights": {
+            "auto": None,  # demand-adaptive weights (rewards.auto_weights)
+            "delay": {"vehicle_delay": 1.0, "pedestrian_delay": 1.0},
+            "delay and longest waits": {
+                "vehicle_delay": 1.0,
+                "pedestrian_delay": 1.0,
+                "max_vehicle_wait": 1.0,
+                "max_pedestrian_wait": 1.0,
+            },
+            "queue": {"queue": 1.0},  # sumo-rl's queue reward, pedestrians counted too
+        },
+    }
     info_keys = metrics.info_keys(3)
     #: libsumo runs one simulation per process: the runner evaluates one episode at a time
     eval_batch_size = 1

@@ -1,0 +1,141 @@
+"""A learned entry's own ``params``: the controller's design (traffic's decision interval and reward)
+chosen per policy and tunable by ``fieldrl tune``, never the world the policies are compared in."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fieldrl.cli import app
+from fieldrl.domains import get_domain
+from fieldrl.errors import FieldrlError
+from fieldrl.evaluation import runner, tuning
+from fieldrl.reports.pdf import _own_params_text
+from fieldrl.scenario import load_scenario, scenario_text
+
+cli = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("FIELDRL_TRAFFIC_DIR", str(tmp_path_factory.getbasetemp() / "traffic-cache"))
+
+
+def _traffic(own: dict | None = None) -> dict:
+    """traffic/quick with hand-set hyperparameters, its PPO running with ``own`` params."""
+    data = yaml.safe_load(scenario_text("traffic/quick")[1])
+    for entry in data["policies"]["learned"]:
+        entry.pop("tuned", None)
+    if own is not None:
+        data["policies"]["learned"][0]["params"] = own
+    return data
+
+
+@pytest.mark.parametrize(
+    ("own", "field", "says"),
+    [
+        ({"network": "grid"}, "params.network = 'grid'", "allowed: decision_s, reward_weights"),
+        ({"decision_s": 0}, "params.decision_s = 0", "greater than or equal to 1"),
+        ({"reward_weights": {"speed": 1.0}}, "params.reward_weights", "unknown reward terms ['speed']"),
+    ],
+)
+def test_an_entry_may_set_only_its_controller_s_own_settings(write_scenario, own, field, says):
+    file = write_scenario(_traffic(own))
+    result = cli.invoke(app, ["validate", str(file)])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 2, flat
+    assert f"policies.learned[0].{field}" in flat and says in flat and "Traceback" not in flat
+
+
+def test_a_domain_without_policy_params_refuses_any(scenario_data, write_scenario):
+    scenario_data["policies"]["learned"][0]["params"] = {"setting": "s2"}
+    result = cli.invoke(app, ["validate", str(write_scenario(scenario_data))])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 2 and "params.setting" in flat and "allowed: none" in flat, flat
+
+
+def test_own_params_reach_that_policy_only_and_the_report_says_so(write_scenario):
+    scenario = load_scenario(write_scenario(_traffic({"decision_s": 10, "reward_weights": {"queue": 1.0}})))
+    data = scenario.model_dump(mode="json")
+    _, _, ppo = runner._context(data, "default", "PPO")
+    _, _, dqn = runner._context(data, "default", "DQN")
+    _, _, fixed = runner._context(data, "default", "fixed-time")
+    assert (ppo.decision_s, ppo.reward_weights) == (10, {"queue": 1.0})
+    assert dqn.decision_s == fixed.decision_s == 5 and dqn.reward_weights is None
+    from fieldrl.domains.traffic.env import TrafficEnv
+
+    env = TrafficEnv(ppo)  # the simulator the entry trains and is tested in: one decision per 10 s
+    try:
+        env.reset(seed=1)
+        start = env.time_s
+        env.step({agent: 0 for agent in env.agents})
+        assert env.time_s - start == 10
+    finally:
+        env.close()
+    text = _own_params_text(scenario.policies.learned[0])
+    assert "decision_s = 10" in text and "queue" in text and "other policies use the scenario's" in text
+    assert _own_params_text(scenario.policies.learned[1]) == ""
+
+
+def test_a_tuned_file_carries_params_and_records_what_it_replaced(write_scenario, tmp_path):
+    tuned = {
+        "algorithm": "maskable-ppo",
+        "n_envs": 1,
+        "hyperparameters": {"n_steps": 256},
+        "params": {"decision_s": 15, "reward_weights": None},
+        "study": {"study": "traffic-quick/default/PPO", "trials": 4},
+    }
+    (tmp_path / "ppo.yaml").write_text(yaml.safe_dump(tuned))
+    data = _traffic({"decision_s": 10})
+    data["policies"]["learned"][0]["tuned"] = "ppo.yaml"
+    entry = load_scenario(write_scenario(data)).policies.learned[0]
+    assert entry.params == {"decision_s": 15, "reward_weights": None}
+    assert "params.decision_s" in entry.tuning.replaced
+
+
+def test_the_search_space_holds_the_domain_s_tunable_params(write_scenario):
+    domain = get_domain("traffic")
+    scenario = load_scenario(write_scenario(_traffic({"decision_s": 10})))
+    entry = scenario.policies.learned[0]
+    space = tuning._space(entry, (), domain)
+    assert space["params.decision_s"].choices == ("3", "5", "10", "15")
+    assert "params.reward_weights" in space
+    assert "params.decision_s" not in tuning._space(entry, ("decision_s",), domain)
+    # the hand-set trial is told the labels of the values the entry runs with as written
+    assert tuning._handset_params(scenario, "default", entry, domain, space) == {
+        "params.decision_s": "10",
+        "params.reward_weights": "auto",
+    }
+    hyper, own = tuning.split_sample({"gamma": 0.9, "params.reward_weights": "delay"}, domain)
+    assert hyper == {"gamma": 0.9}
+    assert own == {"reward_weights": {"vehicle_delay": 1.0, "pedestrian_delay": 1.0}}
+    with pytest.raises(FieldrlError, match="--keep = 'decision'"):
+        tuning._check_keep(scenario, ["PPO"], ("decision",))
+    tuning._check_keep(scenario, ["PPO"], ("decision_s", "params.reward_weights", "policy_kwargs"))
+
+
+@pytest.mark.slow
+def test_tuning_trains_each_trial_with_its_sampled_params(write_scenario, tmp_path):
+    file = write_scenario(_traffic({"decision_s": 10}))
+    result = tuning.tune(
+        file, 2, out=tmp_path / "t", budget="demo", policies=["PPO"], train_steps=256, show_progress=False
+    )
+    frame = tuning.trials_frame(tmp_path / "t").sort_values("number").to_dict("records")
+    first, second = frame
+    assert first["handset"] and json.loads(first["policy_params"]) == {}  # the entry's own, as written
+    assert json.loads(first["params"])["params.decision_s"] == "10"
+    sampled = json.loads(second["params"])
+    domain = get_domain("traffic")
+    assert json.loads(second["policy_params"]) == {
+        name: domain.tunable_policy_params[name][sampled[f"params.{name}"]]
+        for name in ("decision_s", "reward_weights")
+    }
+    study = result.studies["PPO"]
+    written = yaml.safe_load((tmp_path / "t" / study["file"]).read_text())
+    if study["best_is_handset"]:
+        assert "params" not in written
+    else:
+        assert written["params"] == json.loads(second["policy_params"])
