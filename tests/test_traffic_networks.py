@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -196,3 +197,19 @@ def test_a_relative_net_file_is_found_beside_the_scenario_from_any_folder(
     monkeypatch.chdir(tmp_path / "elsewhere")
     result = CliRunner().invoke(app, ["validate", "--build", str(file)])
     assert result.exit_code == 0, result.output
+
+
+def test_a_network_without_pedestrians_leaves_their_measures_undefined_not_zero() -> None:
+    """cologne1 has no sidewalks: page 1 must not show a pedestrian delay of 0 s for it."""
+    env = TrafficEnv(TrafficParams(resco="cologne1", periods=SHORT))
+    try:
+        env.reset(seed=0)
+        while env.agents:
+            env.step({agent: 0 for agent in env.agents})
+        info = env.episode_info()
+    finally:
+        env.close()
+    assert info["vehicle_delay_mean"] > 0 and math.isfinite(info["person_delay_mean"])
+    assert all(
+        math.isnan(info[k]) for k in ("pedestrian_delay_mean", "pedestrian_delay_p95", "pedestrian_max_wait")
+    )

@@ -17,6 +17,7 @@ are allowed now: min green, max green and running transitions are enforced).
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 from typing import Any
 
@@ -440,7 +441,8 @@ class TrafficEnv(ParallelEnv):
             return self._info_cache[1]
         veh, ped = self.person_delays()
         vm = float(veh.mean()) if len(veh) else 0.0
-        pm = float(ped.mean()) if len(ped) else 0.0
+        # no pedestrian in the episode (a vehicles-only network): their measures are undefined, not 0
+        pm = float(ped.mean()) if len(ped) else math.nan
         both = np.concatenate([veh, ped])
         stage0 = (
             self._current_stage(self.possible_agents[0])
@@ -454,8 +456,8 @@ class TrafficEnv(ParallelEnv):
             "vehicle_delay_mean": vm,
             "vehicle_delay_p95": float(np.percentile(veh, 95)) if len(veh) else 0.0,
             "pedestrian_delay_mean": pm,
-            "pedestrian_delay_p95": float(np.percentile(ped, 95)) if len(ped) else 0.0,
-            "pedestrian_max_wait": max(self.ped_max_wait.values(), default=0.0),
+            "pedestrian_delay_p95": float(np.percentile(ped, 95)) if len(ped) else math.nan,
+            "pedestrian_max_wait": max(self.ped_max_wait.values(), default=0.0) if len(ped) else math.nan,
             "vehicle_max_wait": max(self.veh_max_wait.values(), default=0.0),
             "throughput": self.arrived / max(self.time_s, 1) * 60.0,  # people per minute
             "jain_modes": jain([m for m, d in ((vm, veh), (pm, ped)) if len(d)] or [0.0]),
