@@ -74,6 +74,11 @@ def test_hyperparameters_tuned_on_another_scenario_are_disclosed_as_transferred(
     assert entry.tuning is not None and entry.tuning.study.startswith(scenario.name + "/")
     assert tuned_elsewhere(entry, scenario.name) is None
     assert "transferred" not in _tuning_text(entry, scenario.name)
-    assert tuned_elsewhere(entry, "taxiway-densities") == scenario.name
+    assert tuned_elsewhere(entry, "taxiway-densities") == f"on scenario {scenario.name}"
     text = _tuning_text(entry, "taxiway-densities")
-    assert f"on scenario {scenario.name}, transferred here (not tuned on this scenario)" in text
+    assert f"on scenario {scenario.name}, transferred here (not tuned for this entry here)" in text
+    # the same study shared with a sibling entry (a warm-started copy, say) is disclosed too
+    sibling = entry.model_copy(update={"name": "PPO (warm start)"})
+    assert tuned_elsewhere(sibling, scenario.name) == f"for policy {entry.label}"
+    both = tuned_elsewhere(sibling, "taxiway-densities")
+    assert both == f"on scenario {scenario.name} for policy {entry.label}"

@@ -97,11 +97,13 @@ def workload(scenario: Scenario) -> Workload:
     settings = len(scenario.variant_names)
     n_train = len(scenario.seeds.train)
     learned = scenario.policies.learned
-    steps_by_policy = {e.label: settings * n_train * e.train_steps for e in learned}
-    policy_runs = len(scenario.policies.heuristics) + len(learned) * n_train
-    eval_episodes = settings * policy_runs * len(scenario.seeds.eval) * scenario.episodes_per_seed
+    where = {e.label: sum(e.runs_in(v) for v in scenario.variant_names) for e in learned}  # settings
+    steps_by_policy = {e.label: where[e.label] * n_train * e.train_steps for e in learned}
+    policy_runs = settings * len(scenario.policies.heuristics) + sum(where.values()) * n_train
+    eval_episodes = policy_runs * len(scenario.seeds.eval) * scenario.episodes_per_seed
     n_validation = len(scenario.seeds.validation or [])
-    validations = sum(math.ceil(e.train_steps / e.validation_interval) + 1 for e in learned) * n_train
+    per_training = {e.label: math.ceil(e.train_steps / e.validation_interval) + 1 for e in learned}
+    validations = sum(where[label] * n for label, n in per_training.items())
     heuristics_once = len(scenario.policies.heuristics) if learned else 0
     weighted = {True: 0.0, False: 0.0}  # env steps weighted by their cost, off-policy and on-policy
     for e in learned:
@@ -109,12 +111,12 @@ def workload(scenario: Scenario) -> Workload:
         weighted[off] += steps_by_policy[e.label] * cost
     return Workload(
         settings=settings,
-        training_runs=settings * len(learned) * n_train,
+        training_runs=sum(where.values()) * n_train,
         steps_by_policy=steps_by_policy,
         off_policy_steps=weighted[True],
         on_policy_steps=weighted[False],
         eval_episodes=eval_episodes,
-        validation_episodes=settings * n_validation * (validations + heuristics_once),
+        validation_episodes=n_validation * (validations * n_train + settings * heuristics_once),
     )
 
 

@@ -169,6 +169,13 @@ class LearnedEntry(Strict):
         "variant's: only the controller's own design the domain allows (`policy_params`: traffic's "
         "decision interval and reward), never the world the policies are compared in",
     )
+    variants: list[Annotated[SafeName, Field(max_length=80)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_VARIANTS,
+        description="the settings (variants) this policy is trained and tested in; default: all (a warm "
+        "start from a heuristic, say, only where that heuristic exists)",
+    )
     train_steps: int = Field(ge=1, le=10**9, description="training budget in env steps")
     n_envs: int = Field(8, ge=1, le=4096)
     normalize_obs: StrictBool = True
@@ -210,6 +217,9 @@ class LearnedEntry(Strict):
     @property
     def label(self) -> str:
         return self.name or self.algorithm.upper()
+
+    def runs_in(self, variant: str) -> bool:
+        return self.variants is None or variant in self.variants
 
     @property
     def checkpoint_interval(self) -> int:
@@ -408,6 +418,10 @@ class Scenario(Strict):
             data["episodes_per_seed"] = b.episodes_per_seed
         if b.variants is not None:
             data["variants"] = {k: v for k, v in data["variants"].items() if k in b.variants}
+            kept = list(data["variants"]) or ["default"]
+            for entry in data["policies"]["learned"]:
+                if entry["variants"] is not None:
+                    entry["variants"] = [v for v in entry["variants"] if v in kept]  # none left: refused
         if b.imitation_episodes is not None:
             for entry in data["policies"]["learned"]:
                 if entry["imitate"] is not None:
@@ -881,6 +895,17 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
         except ValueError as exc:
             where = "params" if name not in scenario.variants else f"variants.{name}"
             raise ScenarioError(source, where, MISSING, str(exc)) from None
+    for budget_name, budget in scenario.budgets.items():
+        for i, entry in enumerate(scenario.policies.learned):
+            kept = budget.variants
+            if kept is not None and entry.variants and not set(entry.variants) & set(kept):
+                raise ScenarioError(
+                    source,
+                    f"budgets.{budget_name}.variants",
+                    budget.variants,
+                    f"leaves {entry.label} no setting to run in (policies.learned[{i}].variants: "
+                    f"{', '.join(entry.variants)}); include one of them",
+                )
     for i, entry in enumerate(scenario.policies.learned):
         where = f"policies.learned[{i}]"
         if entry.algorithm not in ALGORITHM_NAMES:
@@ -890,10 +915,17 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
                 entry.algorithm,
                 "unknown algorithm; allowed: " + ", ".join(sorted(ALGORITHM_NAMES)),
             )
+        for j, v in enumerate(entry.variants or []):
+            if v not in scenario.variant_names:
+                raise ScenarioError(
+                    source,
+                    f"{where}.variants[{j}]",
+                    v,
+                    "unknown variant; allowed: " + ", ".join(scenario.variant_names),
+                )
         _check_policy_params(scenario, domain, entry, source, where)
-        first_params = domain.params_model.model_validate(
-            scenario.policy_params(scenario.variant_names[0], entry.label)
-        )
+        first = next(v for v in scenario.variant_names if entry.runs_in(v))
+        first_params = domain.params_model.model_validate(scenario.policy_params(first, entry.label))
         _check_anchoring(scenario, domain, first_params, entry, source, where, build)
         problem = check_hyperparameters(entry.algorithm, entry.hyperparameters)
         if problem:

@@ -247,6 +247,7 @@ def train_jobs(scenario: Scenario) -> list[TrainJob]:
         TrainJob(v, entry.label, seed)
         for v in scenario.variant_names
         for entry in scenario.policies.learned
+        if entry.runs_in(v)
         for seed in scenario.seeds.train
     ]
 

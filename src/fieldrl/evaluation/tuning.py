@@ -198,6 +198,12 @@ def tune(
     variant = variant or scenario.variant_names[0]
     if variant not in scenario.variant_names:
         raise FieldrlError(f"--variant = {variant!r}: allowed: {', '.join(scenario.variant_names)}")
+    for label in chosen:
+        entry = entry_of(scenario, label)
+        assert isinstance(entry, LearnedEntry)
+        if not entry.runs_in(variant):
+            allowed = ", ".join(entry.variants or [])
+            raise FieldrlError(f"--variant = {variant!r}: {label} does not run in it; allowed: {allowed}")
     _check_keep(scenario, chosen, keep)
     if train_steps is not None and train_steps < 1:
         raise FieldrlError(f"--train-steps = {train_steps}: allowed: an integer >= 1")

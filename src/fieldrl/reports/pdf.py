@@ -517,16 +517,20 @@ def _kept_text(records: list[dict[str, Any]]) -> str:
 
 
 def tuned_elsewhere(entry: Any, scenario_name: str) -> str | None:
-    """The scenario an entry's study was run on, when that is not this one (a transferred tuning).
+    """Where an entry's study was run when that is not this entry of this scenario (a transferred
+    tuning): "on scenario X", "for policy Y" or both; None when it was tuned here, for this entry.
 
     ``fieldrl tune`` names its studies ``<scenario>/<setting>/<policy>``; hyperparameters tuned on a
-    smaller sibling scenario and referenced from this one were never scored on this scenario's
-    validation seeds, and the report must say so.
+    smaller sibling scenario, or for a sibling entry (the same learner without a warm start, say),
+    were never scored with this entry on this scenario's validation seeds, and the report must say so.
     """
     if entry.tuning is None:
         return None
-    source = entry.tuning.study.split("/", 1)[0]
-    return None if source == scenario_name else source
+    parts = entry.tuning.study.split("/", 2)
+    source, policy = parts[0], parts[2] if len(parts) == 3 else entry.label
+    where = [f"on scenario {source}"] if source != scenario_name else []
+    where += [f"for policy {policy}"] if policy != entry.label else []
+    return " ".join(where) or None
 
 
 def _tuning_text(entry: Any, scenario_name: str) -> str:
@@ -535,8 +539,8 @@ def _tuning_text(entry: Any, scenario_name: str) -> str:
     t = entry.tuning
     best = "" if t.best_value is None else f", best validation value {fmt(t.best_value)}"
     source = tuned_elsewhere(entry, scenario_name)
-    moved = "" if source is None else f" on scenario {source}, transferred here (not tuned on this scenario)"
-    return f"tuned: {t.trials} trials of study {t.study}{best}{moved}"
+    moved = "" if source is None else f" {source}, transferred here (not tuned for this entry here)"
+    return f"tuned: {t.trials} trials of study {t.study}{moved}{best}"
 
 
 def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
@@ -858,7 +862,7 @@ def _tuning_appendix(ctx: ReportContext) -> list[Any]:
                 entry.label,
                 f"{t.study}: {t.trials} trials (Optuna TPE, median pruning)"
                 + (f", {t.train_steps:,} steps each" if t.train_steps else "")
-                + ("" if source is None else f"; run on scenario {source}, transferred, not re-tuned here"),
+                + ("" if source is None else f"; run {source}, transferred, not re-tuned for it here"),
                 f"{t.objective}.{best} Searched: {space}",
             ]
         )

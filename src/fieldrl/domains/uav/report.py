@@ -66,6 +66,8 @@ def rows_by_load(ctx: ReportContext) -> dict[float, list[Row]]:
         if system == "pipeline" and not any(r.kind in ("heuristic", "fixed") for r in rows):
             rows.extend(Row(h, variant, h, kind) for h, kind in heuristics)
         for entry in learned:
+            if entry.label not in ctx.evaluated(variant):  # an entry limited to other settings
+                continue
             own = independent_learners(entry.method, params)
             label = f"{entry.label} ({SYSTEM_LABEL[system]}{', independent learners' if own else ''})"
             rows.append(Row(label, variant, entry.label, system, own))
