@@ -189,11 +189,36 @@ def test_observation_options_match_rail_and_distance_map():
     assert checked > 0
 
 
-def test_deadlock_fixed_point_covers_cycles_and_queues_only():
+def test_deadlock_fixed_point_covers_head_on_pairs_and_queues_only():
     # 0 <-> 1 head-on, 3 queued behind 0, 2 free to move, 4 blocked by 2 (moving), 5 off the map
     blockers = [[1], [0], [-1], [0], [2], None]
     assert deadlocked(blockers) == {0, 1, 3}
     assert deadlocked([[1, -1], [0]]) == set()  # 0 can still take its free exit
+    # a 2 x 2 block with a train in each cell, each wanting the next cell round: Flatland rotates
+    # them all at once, so neither they nor the train queued behind (4) are deadlocked
+    assert deadlocked([[1], [2], [3], [0], [0]]) == set()
+    # three trains that only face each other in pairs (0 <-> 1 <-> 2) have no circle to rotate
+    assert deadlocked([[1], [0, 2], [1]]) == {0, 1, 2}
+    # a circle is also a way out for a train that may choose it: 0 picks 1 (round 1-2-0) over 3
+    assert deadlocked([[1, 3], [2], [0], [0]]) == set()
+
+
+def test_flatland_moves_a_circle_of_trains_but_not_a_head_on_pair():
+    """What ``deadlocked`` assumes of the simulator (Flatland 4's motion check); checked so that a
+    Flatland upgrade that changed it would fail here rather than miscount deadlocks."""
+    from flatland.envs.agent_chains import MotionCheck
+
+    block = [(0, 0), (0, 1), (1, 1), (1, 0)]
+    circle = MotionCheck()
+    for i, cell in enumerate(block):
+        circle.add_agent(i, cell, block[(i + 1) % 4])
+    circle.find_conflicts()
+    assert all(circle.check_motion(i, block[(i + 1) % 4]) for i in range(4))
+    pair = MotionCheck()
+    pair.add_agent(0, (0, 0), (0, 1))
+    pair.add_agent(1, (0, 1), (0, 0))
+    pair.find_conflicts()
+    assert not pair.check_motion(0, (0, 1)) and not pair.check_motion(1, (0, 0))
 
 
 def test_opposing_train_is_seen_by_the_observation_of_a_deadlocked_train():
