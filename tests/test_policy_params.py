@@ -119,7 +119,11 @@ def test_the_search_space_holds_the_domain_s_tunable_params(write_scenario):
 
 @pytest.mark.slow
 def test_tuning_trains_each_trial_with_its_sampled_params(write_scenario, tmp_path):
-    file = write_scenario(_traffic({"decision_s": 10}))
+    data = _traffic({"decision_s": 10})
+    data["params"]["periods"] = [  # 4 simulated minutes a day instead of 30: the test's time is SUMO's
+        {"name": "peak", "duration_s": 240, "vehicles_main": 500, "vehicles_side": 250, "pedestrians": 300}
+    ]
+    file = write_scenario(data)
     result = tuning.tune(
         file, 2, out=tmp_path / "t", budget="demo", policies=["PPO"], train_steps=256, show_progress=False
     )
