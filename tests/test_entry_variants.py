@@ -40,6 +40,11 @@ def test_the_shipped_warm_start_runs_only_in_the_pipeline_load_settings():
     assert load.steps_by_policy[WARM] == 3 * n_train * _warm(_dense_city())["train_steps"]
 
 
+def test_validate_says_where_a_limited_entry_runs():
+    result = cli.invoke(app, ["validate", "uav/dense-city"])
+    assert result.exit_code == 0 and f"{WARM}: only in load-2, load-1.5, load-3" in result.output
+
+
 def test_an_unknown_setting_is_one_line_naming_the_field(write_scenario):
     data = _dense_city()
     _warm(data)["variants"] = ["load-2", "load-9"]

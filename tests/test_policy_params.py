@@ -50,6 +50,11 @@ def test_an_entry_may_set_only_its_controller_s_own_settings(write_scenario, own
     assert f"policies.learned[0].{field}" in flat and says in flat and "Traceback" not in flat
 
 
+def test_validate_lists_an_entry_s_own_settings(write_scenario):
+    result = cli.invoke(app, ["validate", str(write_scenario(_traffic({"decision_s": 10})))])
+    assert result.exit_code == 0 and "PPO: its own settings: decision_s = 10" in result.output
+
+
 def test_a_domain_without_policy_params_refuses_any(scenario_data, write_scenario):
     scenario_data["policies"]["learned"][0]["params"] = {"setting": "s2"}
     result = cli.invoke(app, ["validate", str(write_scenario(scenario_data))])

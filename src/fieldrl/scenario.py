@@ -719,7 +719,7 @@ def _check_policy_params(
                 f"compared in); allowed: {allowed}",
             )
     if entry.params:
-        for variant in scenario.variant_names:
+        for variant in [v for v in scenario.variant_names if entry.runs_in(v)]:
             _validate(
                 domain.params_model, scenario.policy_params(variant, entry.label), source, f"{where}.params"
             )

@@ -142,6 +142,11 @@ def validation_text(ref: str, budget: str, scenario: Scenario) -> str:
                     f"    {escape(entry.label)}: hyperparameters from {escape(str(entry.tuning.file))} "
                     f"({entry.tuning.trials} trials{escape(told)})"
                 )
+            if entry.variants is not None:
+                lines.append(f"    {escape(entry.label)}: only in {escape(', '.join(entry.variants))}")
+            if entry.params:
+                own = ", ".join(f"{k} = {v}" for k, v in entry.params.items())
+                lines.append(f"    {escape(entry.label)}: its own settings: {escape(own)}")
     lines.append(
         f"  held-out test: {load.eval_episodes:,} episodes "
         f"({n_eval} seed(s) x {scenario.episodes_per_seed} episode(s), per policy and setting)"
