@@ -54,6 +54,19 @@ def test_demonstrations_are_real_choices_with_their_returns():
     assert len(demos.all_obs) >= len(demos)
 
 
+def test_demonstrations_collected_in_batches_join_into_one_set():
+    """Traffic collects one episode at a time (libsumo runs one simulation per process)."""
+    from fieldrl.policies.imitation import Demonstrations
+
+    a, b = _demos([3]), _demos([4])
+    both = Demonstrations.concatenate([a, b])
+    assert len(both) == len(a) + len(b) and both.episodes == a.episodes + b.episodes
+    assert (both.actions[len(a) :] == b.actions).all() and len(both.all_obs) == len(a.all_obs) + len(
+        b.all_obs
+    )
+    assert Demonstrations.concatenate([a]) is a
+
+
 @pytest.mark.needs("rail")
 def test_cloning_makes_the_actor_pick_the_dispatchers_actions():
     demos = _demos([5, 6, 7])

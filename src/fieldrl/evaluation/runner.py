@@ -354,15 +354,20 @@ def _demonstrations(
     scenario: Scenario, domain: Domain, params: Any, entry: LearnedEntry, seed: int, gamma: float
 ) -> Any:
     """The decisions of the heuristic ``entry.imitate`` names, on training seeds."""
-    from fieldrl.policies.imitation import collect
+    from fieldrl.policies.imitation import Demonstrations, collect
 
     assert entry.imitate is not None
     policy = heuristic_policy(scenario, domain, params, entry.imitate.heuristic)
-    envs = domain.make_eval_envs(params, demonstration_seeds(scenario, seed, entry.imitate.episodes))
-    try:
-        return collect(envs, policy, gamma)
-    finally:
-        envs.close()
+    seeds = demonstration_seeds(scenario, seed, entry.imitate.episodes)
+    size = max(1, domain.eval_batch_size)  # as the held-out runner batches (libsumo: one at a time)
+    parts = []
+    for start in range(0, len(seeds), size):
+        envs = domain.make_eval_envs(params, seeds[start : start + size])
+        try:
+            parts.append(collect(envs, policy, gamma))
+        finally:
+            envs.close()
+    return Demonstrations.concatenate(parts)
 
 
 def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, events: Any) -> list[str]:

@@ -116,6 +116,24 @@ class Demonstrations:
             truncated=pick(self.truncated),
         )
 
+    @staticmethod
+    def concatenate(parts: Sequence[Demonstrations]) -> Demonstrations:
+        """One set of demonstrations from several collected apart (batches of episodes)."""
+        if len(parts) == 1:
+            return parts[0]
+
+        def cat(name: str) -> np.ndarray | None:
+            arrays = [getattr(p, name) for p in parts]
+            return None if any(a is None for a in arrays) else np.concatenate(arrays)
+
+        names = ("obs", "masks", "actions", "returns", "all_obs")
+        optional = ("next_obs", "rewards", "terminated", "truncated", "running_returns")
+        return Demonstrations(
+            **{n: cat(n) for n in names},  # type: ignore[arg-type]
+            episodes=sum(p.episodes for p in parts),
+            **{n: cat(n) for n in optional},
+        )
+
 
 def collect(envs: Any, policy: Any, gamma: float) -> Demonstrations:
     """Run ``policy`` on evaluation ``envs`` (one episode each) and record all its decisions.
@@ -222,6 +240,11 @@ def _collect_multiagent(envs: Any, policy: Any, gamma: float) -> Demonstrations:
     rewards: dict[tuple[int, str], list[float]] = {}
     seen: list[np.ndarray] = []
     width = _mask_width(envs.action_space)
+    # a controller whose actions the simulator ignores (a SUMO signal program) demonstrates what it
+    # did instead: after each step, the action that step realised; a row waits for its action
+    # while the realised one is unknown (-1: the signal is changing to the stage it will show)
+    readback = getattr(policy, "realised_actions", None)
+    waiting: dict[tuple[int, int], list[int]] = {}  # (episode, slot) -> rows awaiting their action
     while not done.all():
         masks = envs.action_masks()
         if masks.shape[-1] != width:  # an env without masks: every action is allowed (UAV)
@@ -234,16 +257,25 @@ def _collect_multiagent(envs: Any, policy: Any, gamma: float) -> Demonstrations:
                 if agent is None or agent not in envs.envs[e].agents:
                     continue
                 mask, action = masks[e, s], int(actions[e, s])
-                if mask.sum() > 1 and mask[action]:
-                    rows.append((obs[e, s].copy(), mask.copy(), action))
-                    owner.append((e, agent, len(rewards.get((e, agent), []))))
+                if readback is not None:
+                    waiting.setdefault((int(e), s), []).append(len(rows))
+                elif not (mask.sum() > 1 and mask[action]):
+                    continue
+                rows.append((obs[e, s].copy(), mask.copy(), action))
+                owner.append((e, agent, len(rewards.get((e, agent), []))))
         live = {e: list(envs.envs[e].agents) for e in np.flatnonzero(~done)}
         obs, _, term, trunc, _ = envs.step(actions)
         for e, agents in live.items():
             last = envs.last_rewards[e]
             for agent in agents:
                 rewards.setdefault((e, agent), []).append(float(last.get(agent, 0.0)))
+        if readback is not None:
+            _resolve(rows, waiting, np.asarray(readback()), list(live))
         done |= np.asarray(term) | np.asarray(trunc)
+    if readback is not None:  # rows still waiting at the end of an episode have no known action
+        unresolved = {r for pending in waiting.values() for r in pending}
+        kept = [k for k in range(len(rows)) if k not in unresolved]
+        rows, owner = [rows[k] for k in kept], [owner[k] for k in kept]
     to_go = {key: _returns_to_go(r, gamma) for key, r in rewards.items()}
     returns = np.array([to_go[(e, a)][k] for e, a, k in owner], dtype=np.float32)
     if not rows:
@@ -259,6 +291,20 @@ def _collect_multiagent(envs: Any, policy: Any, gamma: float) -> Demonstrations:
         episodes=n,
         running_returns=np.concatenate(running).astype(np.float32) if running else None,
     )
+
+
+def _resolve(
+    rows: list[tuple[np.ndarray, np.ndarray, int]],
+    waiting: dict[tuple[int, int], list[int]],
+    realised: np.ndarray,
+    episodes: list[int],
+) -> None:
+    """Give the rows waiting in ``episodes`` the action the last step realised, where it is known."""
+    for (e, s), pending in waiting.items():
+        if e in episodes and pending and realised[e, s] >= 0:
+            for r in pending:
+                rows[r] = (rows[r][0], rows[r][1], int(realised[e, s]))
+            pending.clear()
 
 
 def _returns_to_go(rewards: Sequence[float], gamma: float) -> np.ndarray:

@@ -206,6 +206,7 @@ class TrafficEnv(ParallelEnv):
         else:
             self._handle = sumo.start(cmd, self, self.params.traci)
         self.controllers = {lay.tls: StageController(lay, self.timing) for lay in self.layouts}
+        self._program_green: dict[str, tuple[int, int]] = {}  # under a SUMO program: (stage, green s)
         self.agents = list(self.possible_agents)
         self._reset_tallies()
         self._shown = {tls: "" for tls in self.controllers}
@@ -341,6 +342,8 @@ class TrafficEnv(ParallelEnv):
                 stage = self._current_stage(lay.tls)
                 usage = self.stage_seconds.setdefault(lay.tls, np.zeros(self.n_stages + 1))
                 usage[stage if stage >= 0 else self.n_stages] += 1
+                if self.native_program is not None:
+                    self._follow_program(lay.tls, stage)
             self.queue_now = total
             self.queue_sum += total
         self._observe_vehicles()
@@ -369,6 +372,17 @@ class TrafficEnv(ParallelEnv):
             self.agents = []
         return obs, rewards, terminations, truncations, infos
 
+    def _follow_program(self, tls: str, stage: int) -> None:
+        """Under a SUMO program: count the seconds of the green shown, as fieldrl's controller counts
+        its own (so a program's observations read like those of a policy in control)."""
+        shown, seconds = self._program_green.get(tls, (-1, 0))
+        if stage >= 0:
+            self._program_green[tls] = (stage, seconds + 1 if stage == shown else 0)
+
+    def displayed_stage(self, agent: str) -> int:
+        """The stage junction ``agent`` shows now; -1 during a change (yellow, clearance, all-red)."""
+        return self._current_stage(agent)
+
     def _obs(self, agent: str) -> np.ndarray:
         h, ctl = self._handle, self.controllers[agent]
         lay = ctl.layout
@@ -378,7 +392,8 @@ class TrafficEnv(ParallelEnv):
             out[stage] = 1.0
         in_transition = stage < 0 or ctl.in_transition
         out[self.n_stages] = float(in_transition)
-        out[self.n_stages + 1] = min(ctl.green_time / max(self.timing.max_green_s, 1), 1.0)
+        green = ctl.green_time if self.native_program is None else self._program_green.get(agent, (0, 0))[1]
+        out[self.n_stages + 1] = min(green / max(self.timing.max_green_s, 1), 1.0)
         base = self.n_stages + 2
         for k, lane in enumerate(lay.in_lanes):
             cap = lay.lane_capacity[lane]

@@ -104,6 +104,22 @@ class SumoProgram(_EnvPolicy):
     def choose(self, env: TrafficEnv, agent: str) -> int:
         return 0
 
+    def realised_actions(self) -> np.ndarray:
+        """What the program did, read back as the actions a policy in control would have taken:
+        per (episode, agent slot) the stage each junction shows now, -1 while it changes stage
+        (the warm start then takes the next stage shown) or where there is no junction.
+
+        SUMO ignores this policy's actions, so a behaviour-cloning warm start from a program
+        (Webster, say) learns these instead (``fieldrl.policies.imitation.collect`` calls it after
+        every step)."""
+        envs = self._envs
+        out = np.full((len(envs.envs), envs.n_slots), -1, dtype=np.int64)
+        for i, env in enumerate(envs.envs):
+            for s, agent in enumerate(envs.slot_agents(i)):
+                if agent is not None and env._handle is not None:
+                    out[i, s] = env.displayed_stage(agent)
+        return out
+
 
 def _best(scores: list[float], mask: np.ndarray, current: int) -> int:
     allowed = [k for k in range(len(scores)) if mask[k]]
@@ -211,21 +227,21 @@ HEURISTICS: dict[str, HeuristicSpec] = {
         lambda s, p, name: SumoProgram(name, "0"),
         "SUMO's fixed-time program as netconvert builds it (90 s cycle, 5 s pedestrian clearance, "
         "3 s yellow).",
-        imitable=False,  # SUMO runs its own program: the actions are ignored
+        # SUMO runs its own program and ignores the actions; a warm start learns the stages it showed
     ),
     "webster": HeuristicSpec(
         NoSettings,
         lambda s, p, name: SumoProgram(name, "webster"),
         "Fixed-time with Webster cycle and splits for the busiest period (SUMO tlsCycleAdaptation.py), "
         "pedestrian walk and clearance minimums kept.",
-        imitable=False,  # SUMO runs its own program: the actions are ignored
+        # SUMO runs its own program and ignores the actions; a warm start learns the stages it showed
     ),
     "actuated": HeuristicSpec(
         ActuatedSettings,
         lambda s, p, name: SumoProgram(name, "actuated", s.min_green_s, s.max_green_s),
         "SUMO's gap-based actuated control on the same phases (min/max green from the scenario unless "
         "set in its settings).",
-        imitable=False,  # SUMO runs its own program: the actions are ignored
+        # SUMO runs its own program and ignores the actions; a warm start learns the stages it showed
     ),
     "max-pressure": HeuristicSpec(
         NoSettings, lambda s, p, name: MaxPressure(name), "Max-pressure (Varaiya 2013) over vehicle queues."
