@@ -703,6 +703,15 @@ def _inner_model(annotation: Any) -> Any:
     return None
 
 
+def _check_variant_names(scenario: Scenario, names: list[str] | None, source: str, where: str) -> None:
+    """Every name in ``names`` (a list at ``where``) is one of the scenario's variants."""
+    for j, v in enumerate(names or []):
+        if v not in scenario.variant_names:
+            raise ScenarioError(
+                source, f"{where}[{j}]", v, "unknown variant; allowed: " + ", ".join(scenario.variant_names)
+            )
+
+
 def _check_policy_params(
     scenario: Scenario, domain: Any, entry: LearnedEntry, source: str, where: str
 ) -> None:
@@ -915,14 +924,7 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
                 entry.algorithm,
                 "unknown algorithm; allowed: " + ", ".join(sorted(ALGORITHM_NAMES)),
             )
-        for j, v in enumerate(entry.variants or []):
-            if v not in scenario.variant_names:
-                raise ScenarioError(
-                    source,
-                    f"{where}.variants[{j}]",
-                    v,
-                    "unknown variant; allowed: " + ", ".join(scenario.variant_names),
-                )
+        _check_variant_names(scenario, entry.variants, source, f"{where}.variants")
         _check_policy_params(scenario, domain, entry, source, where)
         first = next(v for v in scenario.variant_names if entry.runs_in(v))
         first_params = domain.params_model.model_validate(scenario.policy_params(first, entry.label))
@@ -946,14 +948,7 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
             shown = {"algorithm": entry.algorithm, "policy": entry.policy, **entry.hyperparameters}
             raise ScenarioError(source, where, shown, problem)
     for budget_name, budget in scenario.budgets.items():
-        for j, v in enumerate(budget.variants or []):
-            if v not in scenario.variant_names:
-                raise ScenarioError(
-                    source,
-                    f"budgets.{budget_name}.variants[{j}]",
-                    v,
-                    "unknown variant; allowed: " + ", ".join(scenario.variant_names),
-                )
+        _check_variant_names(scenario, budget.variants, source, f"budgets.{budget_name}.variants")
     labels = [e.label for e in [*scenario.policies.heuristics, *scenario.policies.learned]]
     for j, pair in enumerate(scenario.report.comparisons):
         for role in ("policy", "baseline"):
