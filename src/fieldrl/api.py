@@ -341,9 +341,11 @@ def load_model(run_dir: str | Path, policy: str, seed: int | None = None, varian
         raise FieldrlError(
             f"policy = {policy!r}: learned policies of this run: {', '.join(labels) or 'none'}"
         )
-    variant = variant or scenario.variant_names[0]
-    if variant not in scenario.variant_names:
-        raise FieldrlError(f"variant = {variant!r}: allowed: {', '.join(scenario.variant_names)}")
+    entry = next(e for e in scenario.policies.learned if e.label == policy)
+    runs_in = [v for v in scenario.variant_names if entry.runs_in(v)]
+    variant = variant or runs_in[0]
+    if variant not in runs_in:
+        raise FieldrlError(f"variant = {variant!r}: {policy} ran in: {', '.join(runs_in)}")
     seed = scenario.seeds.train[0] if seed is None else seed
     if seed not in scenario.seeds.train:
         raise FieldrlError(f"seed = {seed!r}: training seeds of this run: {scenario.seeds.train}")
