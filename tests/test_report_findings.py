@@ -173,3 +173,16 @@ def test_page_one_of_several_settings_says_when_a_tie_on_the_primary_hides_a_los
     ctx = SimpleNamespace(summary=s, domain=SimpleNamespace(headline_kpis=("score", "alive")))
     assert front._other_headlines(ctx, "b").startswith("<br/><b>Worse:</b> ")
     assert front._other_headlines(ctx, "a").startswith("<br/><b>Better:</b> ")  # survival better there
+
+
+def test_a_policy_identical_to_its_rival_on_every_case_is_said_to_be_the_same() -> None:
+    """A clone kept by selection (uav/dense-city's warm start) must not read "0 points lower"."""
+    from fieldrl.reports.findings import _change
+
+    kpi = {"name": "success_rate", "label": "Task success rate", "unit": "%", "higher_is_better": True}
+    zero = {"value": 0.0, "low": 0.0, "high": 0.0}
+    verdict, phrase = _change(kpi, {"difference": zero, "relative_percent": zero}, 45.08, 45.08, 67.65)
+    assert verdict == "unclear" and phrase == "task success rate the same on every held-out case"
+    tiny = {"value": 0.0, "low": -0.05, "high": 0.05}
+    _, phrase = _change(kpi, {"difference": tiny, "relative_percent": tiny}, 45.08, 45.08, 67.65)
+    assert "the same on every" not in phrase and "95 % CI" in phrase

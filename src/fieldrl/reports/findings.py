@@ -84,6 +84,8 @@ def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, bas
     otherwise the difference is absolute.
     """
     diff = comparison["difference"]
+    if diff["value"] == diff["low"] == diff["high"] == 0:  # no resample differs: the same every time
+        return "unclear", f"{label(kpi)} the same on every held-out case"
     sign = 1 if kpi["higher_is_better"] else -1
     negligible = abs(diff["value"]) < 1e-3 * scale
     if (diff["low"] > 0 or diff["high"] < 0) and not negligible:
