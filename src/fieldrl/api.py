@@ -342,7 +342,7 @@ def load_model(run_dir: str | Path, policy: str, seed: int | None = None, varian
             f"policy = {policy!r}: learned policies of this run: {', '.join(labels) or 'none'}"
         )
     entry = next(e for e in scenario.policies.learned if e.label == policy)
-    runs_in = [v for v in scenario.variant_names if entry.runs_in(v)]
+    runs_in = scenario.variants_of(entry)
     variant = variant or runs_in[0]
     if variant not in runs_in:
         raise FieldrlError(f"variant = {variant!r}: {policy} ran in: {', '.join(runs_in)}")

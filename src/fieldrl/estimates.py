@@ -97,7 +97,7 @@ def workload(scenario: Scenario) -> Workload:
     settings = len(scenario.variant_names)
     n_train = len(scenario.seeds.train)
     learned = scenario.policies.learned
-    where = {e.label: sum(e.runs_in(v) for v in scenario.variant_names) for e in learned}  # settings
+    where = {e.label: len(scenario.variants_of(e)) for e in learned}  # settings each entry runs in
     steps_by_policy = {e.label: where[e.label] * n_train * e.train_steps for e in learned}
     policy_runs = settings * len(scenario.policies.heuristics) + sum(where.values()) * n_train
     eval_episodes = policy_runs * len(scenario.seeds.eval) * scenario.episodes_per_seed

@@ -376,6 +376,10 @@ class Scenario(Strict):
     def variant_params(self, variant: str) -> dict[str, Any]:
         return {**self.params, **self.variants.get(variant, {})}
 
+    def variants_of(self, entry: LearnedEntry) -> list[str]:
+        """The settings ``entry`` is trained and tested in, in the scenario's order."""
+        return [v for v in self.variant_names if entry.runs_in(v)]
+
     def policy_params(self, variant: str, policy: str | None = None) -> dict[str, Any]:
         """The params ``policy`` runs with in ``variant``: the variant's, with a learned entry's own
         ``params`` over them (a heuristic, or no policy, runs with the variant's)."""
@@ -728,7 +732,7 @@ def _check_policy_params(
                 f"compared in); allowed: {allowed}",
             )
     if entry.params:
-        for variant in [v for v in scenario.variant_names if entry.runs_in(v)]:
+        for variant in scenario.variants_of(entry):
             _validate(
                 domain.params_model, scenario.policy_params(variant, entry.label), source, f"{where}.params"
             )
@@ -926,7 +930,7 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
             )
         _check_variant_names(scenario, entry.variants, source, f"{where}.variants")
         _check_policy_params(scenario, domain, entry, source, where)
-        first = next(v for v in scenario.variant_names if entry.runs_in(v))
+        first = scenario.variants_of(entry)[0]
         first_params = domain.params_model.model_validate(scenario.policy_params(first, entry.label))
         _check_anchoring(scenario, domain, first_params, entry, source, where, build)
         problem = check_hyperparameters(entry.algorithm, entry.hyperparameters)

@@ -116,11 +116,8 @@ def _space(entry: LearnedEntry, keep: tuple[str, ...], domain: Any) -> dict[str,
 def split_sample(sample: dict[str, Any], domain: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(hyperparameter sample, the entry's own domain params)`` of one sampled configuration."""
     hyper = {k: v for k, v in sample.items() if not k.startswith(PARAM_PREFIX)}
-    params = {
-        k[len(PARAM_PREFIX) :]: domain.tunable_policy_params[k[len(PARAM_PREFIX) :]][v]
-        for k, v in sample.items()
-        if k.startswith(PARAM_PREFIX)
-    }
+    own = {k.removeprefix(PARAM_PREFIX): v for k, v in sample.items() if k.startswith(PARAM_PREFIX)}
+    params = {name: domain.tunable_policy_params[name][label] for name, label in own.items()}
     return hyper, params
 
 
