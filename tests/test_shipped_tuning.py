@@ -13,7 +13,6 @@ STILL_HAND_SET = {
     "rail/levels": {"PPO (shared)", "PPO + imitation"},
     "traffic/arterial-surge": {"PPO (shared, masked)"},
     "traffic/grid-pedestrians": {"PPO (shared, masked)", "DQN (shared)"},
-    "wealth/meta": {"meta-PPO", "meta-PPO (DP warm start)"},
 }
 
 
