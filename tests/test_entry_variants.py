@@ -70,3 +70,13 @@ def test_a_budget_that_leaves_an_entry_no_setting_is_refused(write_scenario):
 def test_tuning_an_entry_in_a_setting_it_does_not_run_in_is_refused():
     with pytest.raises(FieldrlError, match=r"--variant = 'load-2-marl': PPO \(fixed-3 warm start\) does not"):
         tuning.tune("uav/dense-city", 1, policies=[WARM], variant="load-2-marl", show_progress=False)
+
+
+def test_loading_an_entry_in_a_setting_it_did_not_run_in_is_refused(tmp_path):
+    from fieldrl import api
+
+    run_dir = api.create_run("uav/dense-city", tmp_path / "run", budget="demo").path
+    with pytest.raises(FieldrlError, match=r"variant = 'load-2-marl': PPO \(fixed-3 warm start\) ran in: load-2$"):
+        api.load_model(run_dir, WARM, variant="load-2-marl")
+    with pytest.raises(FieldrlError, match=r"policy = 'PPO \(warm\)': learned policies of this run: PPO, PPO \(fixed"):
+        api.load_model(run_dir, "PPO (warm)")
