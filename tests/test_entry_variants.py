@@ -76,7 +76,9 @@ def test_loading_an_entry_in_a_setting_it_did_not_run_in_is_refused(tmp_path):
     from fieldrl import api
 
     run_dir = api.create_run("uav/dense-city", tmp_path / "run", budget="demo").path
-    with pytest.raises(FieldrlError, match=r"variant = 'load-2-marl': PPO \(fixed-3 warm start\) ran in: load-2$"):
+    ran_in = r"variant = 'load-2-marl': PPO \(fixed-3 warm start\) ran in: load-2$"
+    with pytest.raises(FieldrlError, match=ran_in):
         api.load_model(run_dir, WARM, variant="load-2-marl")
-    with pytest.raises(FieldrlError, match=r"policy = 'PPO \(warm\)': learned policies of this run: PPO, PPO \(fixed"):
+    unknown = r"policy = 'PPO \(warm\)': learned policies of this run: PPO, PPO \(fixed"
+    with pytest.raises(FieldrlError, match=unknown):
         api.load_model(run_dir, "PPO (warm)")
