@@ -12,7 +12,7 @@ from pypdf import PdfReader
 import fieldrl
 from fieldrl.policies.learned import MODEL_FILE
 from fieldrl.policies.weights import read_record
-from fieldrl.reports.pdf import untrained_warnings
+from fieldrl.reports.pdf import flattered_by_selection, untrained_warnings
 from fieldrl.scenario import load_scenario
 
 
@@ -64,6 +64,39 @@ def test_a_model_that_never_updated_is_flagged(scenario_data, write_scenario):
     assert line.startswith("PPO: 1 of 2 trained model(s)") and "untrained network" in line
     summary["validation"]["learned"]["default"]["PPO"]["0"] = trained
     assert untrained_warnings(summary, scenario) == []
+
+
+def test_a_lead_on_validation_that_the_held_out_test_reverses_is_called_out(scenario_data, write_scenario):
+    scenario_data["seeds"]["validation"] = {"start": 50, "count": 3}
+    scenario = load_scenario(write_scenario(scenario_data))
+
+    def summary(kept: list[float], learned_test: float) -> dict:
+        records = {str(i): {"selected": {"value": v, "gradient_updates": 8}} for i, v in enumerate(kept)}
+        means = {"PPO": learned_test, "constant 0.5": 200.0, "no treatment": 20.0}
+        return {
+            "primary_kpi": "return",
+            "kpis": [{"name": "return", "higher_is_better": True, "unit": ""}],
+            "validation": {
+                "heuristics": {"default": {"no treatment": 25.0, "constant 0.5": 210.0}},
+                "learned": {"default": {"PPO": records}},
+            },
+            "variants": {
+                "default": {"policies": {p: {"return": {"mean": {"value": v}}} for p, v in means.items()}}
+            },
+        }
+
+    # ahead on validation (mean of the kept checkpoints 230 > 210), behind on the held-out cases
+    (line,) = flattered_by_selection(summary([220.0, 240.0], 180.0), scenario, "default")
+    assert line.startswith("PPO was ahead of constant 0.5 on the 3 validation cases that chose its kept")
+    assert "(230 against 210) but is behind it on the held-out cases (180 against 200)" in line
+    assert flattered_by_selection(summary([220.0, 240.0], 205.0), scenario, "default") == []  # confirmed
+    assert flattered_by_selection(summary([190.0], 180.0), scenario, "default") == []  # never ahead
+    kpi_lower = summary([190.0], 220.0)
+    kpi_lower["kpis"][0]["higher_is_better"] = False  # lower is better: rule 25 on validation, 20 held out
+    kpi_lower["validation"]["learned"]["default"]["PPO"]["0"]["selected"]["value"] = 10.0
+    kpi_lower["variants"]["default"]["policies"]["PPO"]["return"]["mean"]["value"] = 30.0
+    (line,) = flattered_by_selection(kpi_lower, scenario, "default")
+    assert "ahead of no treatment" in line and "(10 against 25)" in line and "(30 against 20)" in line
 
 
 def test_hyperparameters_tuned_on_another_scenario_are_disclosed_as_transferred():

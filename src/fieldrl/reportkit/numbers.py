@@ -85,6 +85,11 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else many or word + 's'}"
 
 
+def join_words(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def pct(value: float) -> str:
     """A signed percentage: ``+12 %``, ``-3.4 %``."""
     return f"{value:+.0f} %" if abs(value) >= 10 else f"{value:+.2g} %"

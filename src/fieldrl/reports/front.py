@@ -18,7 +18,7 @@ from reportlab.platypus import Paragraph, Table, TableStyle
 from fieldrl.reportkit import figures
 from fieldrl.reportkit.context import ReportContext
 from fieldrl.reportkit.layout import CELL_PADDING, min_column_width, spread
-from fieldrl.reportkit.numbers import MIN_CASES, fmt, plural
+from fieldrl.reportkit.numbers import MIN_CASES, fmt, join_words, plural
 from fieldrl.reportkit.summary import cases, measured_kpis, ranked
 from fieldrl.reports.findings import _change, _scale, label
 
@@ -51,10 +51,6 @@ def _paren_unit(kpi: dict[str, Any]) -> str:
     return f" ({kpi['unit']})" if kpi["unit"] else ""
 
 
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def verdict_sentence(summary: dict[str, Any], variant: str, headlines: list[dict]) -> str:
     """One sentence: the best learned policy against the best standard one, on the headline measures."""
     entry = summary["variants"][variant]
@@ -84,13 +80,13 @@ def verdict_sentence(summary: dict[str, Any], variant: str, headlines: list[dict
         groups[verdict].append(phrase if verdict == "different" else label(k))
     clauses = []
     if groups["better"]:
-        clauses.append(f"did better on {_join(groups['better'])}")
+        clauses.append(f"did better on {join_words(groups['better'])}")
     if groups["worse"]:
-        clauses.append(f"did worse on {_join(groups['worse'])}")
+        clauses.append(f"did worse on {join_words(groups['worse'])}")
     if groups["unclear"]:
-        clauses.append(f"could not be told apart on {_join(groups['unclear'])}")
+        clauses.append(f"could not be told apart on {join_words(groups['unclear'])}")
     text = f"Against {heuristic}, the best standard policy, {learned}, the best learned policy, "
-    text += _join(clauses) if clauses else "has no measure to compare"
+    text += join_words(clauses) if clauses else "has no measure to compare"
     if groups["different"]:
         text += "; not ranked, but different: " + "; ".join(groups["different"])
     return text + f" (over {n} held-out cases)."
@@ -150,7 +146,7 @@ def settings_sentence(summary: dict[str, Any], headline: tuple[str, ...] = ()) -
     text = (
         f"Across {n} settings, the best learned policy, against the best standard one on {label(primary)}, "
     )
-    text += _join(parts) if parts else "could not be compared in any"
+    text += join_words(parts) if parts else "could not be compared in any"
     if counts["few"]:
         text += f"; {counts['few']} had too few held-out cases to compare"
     if counts["none"]:

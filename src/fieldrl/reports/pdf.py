@@ -51,7 +51,7 @@ from fieldrl.reportkit.layout import (
     spread,
     stylesheet,
 )
-from fieldrl.reportkit.numbers import MIN_CASES, fmt, plural, too_few
+from fieldrl.reportkit.numbers import MIN_CASES, fmt, join_words, plural, too_few
 from fieldrl.reportkit.summary import cases, measured_kpis, ranked
 from fieldrl.reports import front
 from fieldrl.reports.findings import masked_for_small_samples, pair_findings, variant_findings
@@ -99,6 +99,62 @@ def best_heuristic_on_validation(summary: dict[str, Any], variant: str) -> tuple
     pick = max if kpi["higher_is_better"] else min
     name = pick(finite, key=finite.__getitem__)
     return name, finite[name]
+
+
+def flattered_by_selection(summary: dict[str, Any], scenario: Scenario, variant: str) -> list[str]:
+    """A sentence naming the learned policies whose kept checkpoints beat the best standard policy
+    on the validation cases but are behind that same policy on the held-out cases (none: empty).
+
+    A kept checkpoint is the best of many scored on a few validation cases, so its validation score
+    is optimistic (the winner's curse); the validation curves then show a lead that the held-out
+    test does not confirm, and the reader must be told which figure to trust.
+    """
+    rule = best_heuristic_on_validation(summary, variant)
+    if rule is None:
+        return []
+    rule_name, rule_validation = rule
+    scored = summary.get("selection_kpi") or summary["primary_kpi"]
+    kpi = next(k for k in summary["kpis"] if k["name"] == scored)
+    better = (lambda a, b: a > b) if kpi["higher_is_better"] else (lambda a, b: a < b)
+    unit = f" {kpi['unit']}" if kpi.get("unit") else ""
+    held_out = summary["variants"][variant]["policies"]
+
+    def held_out_mean(policy: str) -> float:
+        value = (((held_out.get(policy) or {}).get(scored) or {}).get("mean") or {}).get("value")
+        return math.nan if value is None else float(value)
+
+    flattered: list[tuple[str, float, float]] = []
+    rule_test = held_out_mean(rule_name)
+    for entry in scenario.policies.learned:
+        kept = [
+            float(r["selected"]["value"])
+            for r in training_records(summary, variant, entry.label)
+            if r.get("selected") and r["selected"].get("value") is not None
+        ]
+        kept = [v for v in kept if math.isfinite(v)]
+        learned_test = held_out_mean(entry.label)
+        if not kept or not math.isfinite(learned_test) or not math.isfinite(rule_test):
+            continue
+        learned_validation = sum(kept) / len(kept)
+        if better(learned_validation, rule_validation) and better(rule_test, learned_test):
+            flattered.append((entry.label, learned_validation, learned_test))
+    if not flattered:
+        return []
+    names = join_words([name for name, _, _ in flattered])
+    on_validation = join_words([fmt(v) for _, v, _ in flattered])
+    on_test = join_words([fmt(t) for _, _, t in flattered])
+    if len(flattered) == 1:
+        was, chose, is_ = "was", "its kept checkpoint", "is"
+    else:
+        was, chose, is_ = "were", "their kept checkpoints", "are"
+    cases_text = plural(len(scenario.seeds.validation or []), "validation case")
+    return [
+        f"{names} {was} ahead of {rule_name} on the {cases_text} that chose {chose} "
+        f"({on_validation}{unit} against {fmt(rule_validation)}{unit}) but {is_} behind it "
+        f"on the held-out cases ({on_test}{unit} against {fmt(rule_test)}{unit}). The best of many "
+        "checkpoints scored on few cases looks better than it is: trust the held-out figures; more "
+        "validation cases would make the choice more reliable."
+    ]
 
 
 def training_records(summary: dict[str, Any], variant: str, policy: str) -> list[dict[str, Any]]:
@@ -463,6 +519,7 @@ def _findings_pages(ctx: ReportContext, budget: str) -> list[Any]:
     story.append(Paragraph("Key findings", styles["Heading2"]))
     for variant in scenario.variant_names:
         lines = variant_findings(ctx.summary, variant)
+        lines += flattered_by_selection(ctx.summary, scenario, variant)
         if variant != "default":
             story.append(Paragraph(f"Setting {escape(variant)}", styles["Heading3"]))
             lines = [line.removeprefix(f"On {variant}: ") for line in lines]
@@ -594,6 +651,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
     curves = _validation_curves(ctx.folder, ctx.scenario, variant)
     kpi = ctx.domain.kpi(ctx.summary.get("selection_kpi") or ctx.summary["primary_kpi"])
     heuristic = best_heuristic_on_validation(ctx.summary, variant)
+    flattered = "".join(f" {line}" for line in flattered_by_selection(ctx.summary, ctx.scenario, variant))
     png = figures.validation_curves(curves, heuristic, kpi.label, ctx.colors)
     if png is not None:
         story.append(
@@ -606,7 +664,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
                         "held-out test) at each evaluation during training, against training steps (left) "
                         "and training CPU seconds (right: time to quality). Dots: the checkpoint kept for "
                         "the held-out test (the best on validation). Dashed: the best standard policy on "
-                        "the same validation cases.",
+                        "the same validation cases." + flattered,
                         "Small",
                     ),
                 ]
