@@ -106,8 +106,10 @@ def flattered_by_selection(summary: dict[str, Any], scenario: Scenario, variant:
     on the validation cases but are behind that same policy on the held-out cases (none: empty).
 
     A kept checkpoint is the best of many scored on a few validation cases, so its validation score
-    is optimistic (the winner's curse); the validation curves then show a lead that the held-out
-    test does not confirm, and the reader must be told which figure to trust.
+    is optimistic (the winner's curse), and a few cases can also favour one controller by chance
+    (traffic/quick: 3 validation days put PPO ahead of Webster, 10 put it behind, with the same
+    checkpoints kept). The validation curves then show a lead that the held-out test does not
+    confirm, and the reader must be told which figure to trust.
     """
     rule = best_heuristic_on_validation(summary, variant)
     if rule is None:
@@ -151,9 +153,9 @@ def flattered_by_selection(summary: dict[str, Any], scenario: Scenario, variant:
     return [
         f"{names} {was} ahead of {rule_name} on the {cases_text} that chose {chose} "
         f"({on_validation}{unit} against {fmt(rule_validation)}{unit}) but {is_} behind it "
-        f"on the held-out cases ({on_test}{unit} against {fmt(rule_test)}{unit}). The best of many "
-        "checkpoints scored on few cases looks better than it is: trust the held-out figures; more "
-        "validation cases would make the choice more reliable."
+        f"on the held-out cases ({on_test}{unit} against {fmt(rule_test)}{unit}). A lead on a few "
+        "validation cases, where the best of many checkpoints is kept, does not carry over by itself: "
+        "trust the held-out figures; more validation cases make that choice more reliable."
     ]
 
 
