@@ -12,7 +12,6 @@ STILL_HAND_SET = {
     "chemo/memory": {"TD3", "SAC", "LSTM-TD3", "PPO", "RecurrentPPO"},
     "rail/levels": {"PPO (shared)", "PPO + imitation"},
     "traffic/arterial-surge": {"PPO (shared, masked)"},
-    "traffic/grid-pedestrians": {"PPO (shared, masked)", "DQN (shared)"},
 }
 
 
