@@ -11,7 +11,6 @@ from fieldrl.scenario import builtin_scenarios, load_scenario
 STILL_HAND_SET = {
     "chemo/memory": {"TD3", "SAC", "LSTM-TD3", "PPO", "RecurrentPPO"},
     "rail/levels": {"PPO (shared)", "PPO + imitation"},
-    "traffic/arterial-surge": {"PPO (shared, masked)"},
 }
 
 
