@@ -87,6 +87,12 @@ def _validation_curves(folder: RunFolder, scenario: Scenario, variant: str) -> p
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def selection_kpi(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary's KPI record that chose checkpoints on the validation seeds."""
+    scored = summary.get("selection_kpi") or summary["primary_kpi"]
+    return next(k for k in summary["kpis"] if k["name"] == scored)
+
+
 def best_heuristic_on_validation(summary: dict[str, Any], variant: str) -> tuple[str, float] | None:
     """The best heuristic's mean selection KPI on the validation seeds, if they were scored."""
     scores = ((summary.get("validation") or {}).get("heuristics") or {}).get(variant) or {}
@@ -94,8 +100,7 @@ def best_heuristic_on_validation(summary: dict[str, Any], variant: str) -> tuple
     finite = {k: v for k, v in scores.items() if v is not None and math.isfinite(v) and k not in oracles}
     if not finite:
         return None
-    scored = summary.get("selection_kpi") or summary["primary_kpi"]
-    kpi = next(k for k in summary["kpis"] if k["name"] == scored)
+    kpi = selection_kpi(summary)
     pick = max if kpi["higher_is_better"] else min
     name = pick(finite, key=finite.__getitem__)
     return name, finite[name]
@@ -115,8 +120,8 @@ def flattered_by_selection(summary: dict[str, Any], scenario: Scenario, variant:
     if rule is None:
         return []
     rule_name, rule_validation = rule
-    scored = summary.get("selection_kpi") or summary["primary_kpi"]
-    kpi = next(k for k in summary["kpis"] if k["name"] == scored)
+    kpi = selection_kpi(summary)
+    scored = kpi["name"]
     better = (lambda a, b: a > b) if kpi["higher_is_better"] else (lambda a, b: a < b)
     unit = f" {kpi['unit']}" if kpi.get("unit") else ""
     held_out = summary["variants"][variant]["policies"]
@@ -128,12 +133,9 @@ def flattered_by_selection(summary: dict[str, Any], scenario: Scenario, variant:
     flattered: list[tuple[str, float, float]] = []
     rule_test = held_out_mean(rule_name)
     for entry in scenario.policies.learned:
-        kept = [
-            float(r["selected"]["value"])
-            for r in training_records(summary, variant, entry.label)
-            if r.get("selected") and r["selected"].get("value") is not None
-        ]
-        kept = [v for v in kept if math.isfinite(v)]
+        records = training_records(summary, variant, entry.label)
+        selected = [(r.get("selected") or {}).get("value") for r in records]
+        kept = [float(v) for v in selected if v is not None and math.isfinite(v)]
         learned_test = held_out_mean(entry.label)
         if not kept or not math.isfinite(learned_test) or not math.isfinite(rule_test):
             continue
