@@ -170,6 +170,25 @@ def test_a_study_killed_with_sigkill_resumes_and_finishes_its_trials(scenario_da
     assert settings["trials"] == 4
 
 
+def test_a_resumed_study_draws_configurations_it_has_not_scored(scenario_data, write_scenario, tmp_path):
+    """Resumed samplers seeded as before would propose again what they drew before the stop (TPE's
+    start-up trials are random draws), and the study would score one configuration twice."""
+    data = _tunable(scenario_data)
+    data["policies"]["learned"] = data["policies"]["learned"][1:]  # SAC: its hand-set trial fixes every draw
+    out = tmp_path / "study"
+    file = write_scenario(data)
+    first = cli.invoke(app, ["tune", str(file), "--trials", "2", "--out", str(out), "--quiet"])
+    assert first.exit_code == 0, first.output
+    settings = json.loads((out / tuning.SETTINGS_FILE).read_text())
+    (out / tuning.SETTINGS_FILE).write_text(json.dumps({**settings, "trials": 4}))  # stopped after 2 of 4
+    resumed = cli.invoke(app, ["tune", "--resume", str(out), "--quiet"])
+    assert resumed.exit_code == 0, resumed.output
+    frame = tuning.trials_frame(out)
+    finished = frame[frame["state"].isin(["COMPLETE", "PRUNED"])]
+    assert len(finished) == 4
+    assert finished["params"].nunique() == 4, finished["params"].tolist()
+
+
 def test_chemo_quick_validate_says_which_written_settings_the_tuned_file_replaces():
     """A tuned file wins over the hyperparameters the scenario wrote; validate says so, by name."""
     ppo = next(e for e in load_scenario("chemo/quick", build=False).policies.learned if e.label == "PPO")
@@ -184,3 +203,15 @@ def test_chemo_quick_validate_says_which_written_settings_the_tuned_file_replace
         "PPO: hyperparameters from tuned/quick-PPO.yaml (10 trials; replaces the scenario's "
         "batch_size, gamma, learning_rate, n_envs, n_steps)" in flat
     )
+
+
+def test_workers_take_trials_one_at_a_time(tmp_path):
+    """Two workers popping the hand-set (or a re-queued) trial at once could both take it on SQLite:
+    taking a trial happens under an exclusive lock that a second holder cannot get meanwhile."""
+    import fcntl
+
+    lock = tmp_path / tuning.ASK_LOCK_FILE
+    with tuning._one_asker(tmp_path), open(lock, "rb") as other, pytest.raises(BlockingIOError):
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with open(lock, "rb") as other:  # released on leaving
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -20,17 +20,26 @@ from typing import Any, TypeVar
 
 import pandas as pd
 import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from fieldrl.domains import get_domain
-from fieldrl.errors import FieldrlError
+from fieldrl.errors import FieldrlError, file_shape_error
 from fieldrl.evaluation import runner
 from fieldrl.evaluation.backends import Backend, BackendUnavailable
+from fieldrl.evaluation.readback import read_summary
 from fieldrl.evaluation.store import RunFolder, library_versions, new_output_folder
 from fieldrl.evaluation.summary import summarize
 from fieldrl.names import slug
 from fieldrl.policies import checkpoint
 from fieldrl.progress import JobProgress
-from fieldrl.scenario import BUDGET_NAMES, Scenario, budget_name, load_scenario, parse_scenario
+from fieldrl.scenario import (
+    BUDGET_ALIASES,
+    BUDGET_NAMES,
+    Scenario,
+    budget_name,
+    load_scenario,
+    parse_scenario,
+)
 
 T = TypeVar("T")
 SCENARIO_FILE = "scenario.yaml"
@@ -88,9 +97,27 @@ def open_run(run_dir: str | Path) -> tuple[RunFolder, Scenario, dict[str, Any]]:
         raise FieldrlError(f"{folder.path / SCENARIO_FILE}: not readable as text ({exc})") from None
     scenario = parse_scenario(text, str(folder.path / SCENARIO_FILE))
     meta = folder.read_json(RUN_FILE) if (folder.path / RUN_FILE).exists() else {"budget": "full"}
-    if not isinstance(meta, dict):
-        raise FieldrlError(f"{folder.path / RUN_FILE}: not the mapping fieldrl writes")
+    try:
+        meta = _RunMeta.model_validate(meta).model_dump()
+    except ValidationError as exc:
+        raise file_shape_error(exc, str(folder.path / RUN_FILE)) from None
     return folder, scenario, meta
+
+
+class _RunMeta(BaseModel):
+    """``run.json``: where the scenario came from, the budget it ran at, when."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    source: str = ""
+    budget: str = "full"
+    created: str = ""
+
+    @field_validator("budget")
+    @classmethod
+    def _known_budget(cls, value: str) -> str:
+        if value not in (*BUDGET_NAMES, *BUDGET_ALIASES):
+            raise ValueError(f"allowed: {', '.join(BUDGET_NAMES)}")
+        return value
 
 
 def _backend(jobs: int | Backend) -> Backend:
@@ -323,8 +350,13 @@ def _finish(folder: RunFolder, jobs: int | Backend, show_progress: bool, resume:
     train_in(folder, jobs, show_progress)
     results = evaluate(folder.path, jobs, show_progress, resume=resume)
     pdf = report(folder.path)
-    summary = folder.read_json("summary.json")
-    return RunResult(folder.path, results, summary, pdf)
+    return RunResult(folder.path, results, summary_of(folder.path), pdf)
+
+
+def summary_of(run_dir: str | Path) -> dict[str, Any]:
+    """An evaluated run's ``summary.json``, its shape checked against the run's scenario."""
+    folder, scenario, _ = open_run(run_dir)
+    return read_summary(folder, scenario, get_domain(scenario.domain))
 
 
 def load_model(run_dir: str | Path, policy: str, seed: int | None = None, variant: str | None = None) -> Any:
@@ -368,8 +400,8 @@ def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
     names_clash = len({u.name for u in unique}) < len(unique)
     rows = []
     for run_dir in unique:
-        folder, _, _ = open_run(run_dir)
-        summary = folder.read_json("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
+        folder, scenario, _ = open_run(run_dir)
+        summary = read_summary(folder, scenario, get_domain(scenario.domain))
         label = str(folder.path) if names_clash else folder.path.name
         kpis = {k["name"]: k for k in summary["kpis"]}
         for variant, entry in summary["variants"].items():

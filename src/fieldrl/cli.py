@@ -311,9 +311,7 @@ def evaluate(
             highlight=False,
         )
     api.evaluate(run_dir, backend_of(jobs, backend, address), show_progress=not quiet, trust=trust)
-    from fieldrl.evaluation.store import RunFolder
-
-    summary = RunFolder(run_dir).read_json("summary.json")
+    summary = api.summary_of(run_dir)
     print_summary(summary)
     say(f"Results: {run_dir / 'results.parquet'}  (next: fieldrl report {run_dir})")
     exit_if_episodes_failed(summary)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -34,10 +35,29 @@ _MISSING: Any = _Missing()
 MISSING = _MISSING
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters for a one-line message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_short = short_repr
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, handled like Ctrl-C (workers stopped, nothing half-written) but reported as exit 143."""
+
+
+def file_shape_error(exc: Any, source: str) -> FieldrlError:
+    """One message for a file fieldrl wrote that no longer has the shape fieldrl writes.
+
+    :param exc: the ``pydantic.ValidationError`` raised on reading it back (its first problem is named).
+    :param source: the file.
+    """
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and "[" in p))
+    value = MISSING if err["type"] in ("missing", "extra_forbidden") else err.get("input", MISSING)
+    message = {"missing": "required field is missing", "extra_forbidden": "unknown field"}.get(
+        err["type"], re.sub(r" or instance of \w+", "", err["msg"].removeprefix("Value error, "))
+    )
+    return ScenarioError(source, field, value, f"{message} (not what fieldrl writes: was the file edited?)")

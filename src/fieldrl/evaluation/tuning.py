@@ -20,10 +20,13 @@ references with ``tuned:``; the run's report names the study it came from.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import json
 import math
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,8 @@ from fieldrl.scenario_checks import entry_of, training_vec_env
 DB_FILE = "study.db"
 SETTINGS_FILE = "tuning.json"
 SCENARIO_FILE = "scenario.yaml"
+#: flock-ed by a worker while it takes a trial from the study (see _one_asker)
+ASK_LOCK_FILE = ".ask.lock"
 #: user attribute of the trial that runs the scenario's own hand-set configuration
 HANDSET = "handset"
 #: prefix of a sampled name that is one of the domain's policy params (``params.decision_s``)
@@ -290,12 +295,24 @@ def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
         remaining = trials - _finished(study)
         if remaining > 0:
             workers = min(backend.jobs, remaining)
-            calls = [(data, variant, str(folder), label, settings, worker) for worker in range(workers)]
+            sampling = {**settings, "seed": _sampling_seed(int(settings["seed"]), study)}
+            calls = [(data, variant, str(folder), label, sampling, worker) for worker in range(workers)]
             with JobProgress(f"tuning {label}", remaining, enabled=show_progress) as progress:
                 backend.execute(study_worker, calls, progress, None)
         result.studies[label] = _write_tuned(folder, scenario, variant, entry, study, space, steps)
     _write_summary(folder, result)
     return result
+
+
+def _sampling_seed(seed: int, study: Any) -> int:
+    """The samplers' seed for this round of workers: the study's own seed on a new study, another
+    one for each resumption. A resumed study's samplers seeded as before would propose the very
+    configurations they proposed before the interruption (TPE's start-up trials are random draws),
+    so the study would spend its remaining trials on configurations it had already scored."""
+    from optuna.trial import TrialState
+
+    started = [t for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING]
+    return seed + 100_003 * len(started)
 
 
 def _higher_is_better(scenario: Scenario) -> bool:
@@ -382,7 +399,8 @@ def study_worker(
     )
     ran = 0
     while _finished(study) < trials:
-        trial = study.ask(space)
+        with _one_asker(path):
+            trial = study.ask(space)
         earlier = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number and _counts(t)]
         if len(earlier) >= trials:  # the budget was filled while this trial was being asked for
             study._storage.set_trial_user_attr(trial._trial_id, "surplus", True)
@@ -412,6 +430,24 @@ def study_worker(
         _tell(study, job, outcome, path)
         ran += 1
     return ran
+
+
+@contextlib.contextmanager
+def _one_asker(folder: Path) -> Iterator[None]:
+    """Hold the study folder's ask lock: one worker at a time takes a trial.
+
+    Optuna hands out an enqueued trial (the hand-set one, or one a killed study re-queued) by
+    reading that it waits and then marking it running. SQLite has no ``SELECT ... FOR UPDATE``,
+    so two workers asking at once can both take the same trial, train it twice, and the second
+    to finish fails on telling a finished trial (seen with ``--jobs 2``). An exclusive ``flock``
+    around ``ask`` closes that window; the kernel drops it if the worker dies.
+    """
+    with open(folder / ASK_LOCK_FILE, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _tell(study: Any, job: TrialJob, outcome: dict[str, Any], folder: Path) -> None:

@@ -24,6 +24,7 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
+from fieldrl.errors import FieldrlError, short_repr
 from fieldrl.policies import checkpoint, memory_guard, weights
 from fieldrl.policies.base import Policy
 from fieldrl.policies.registry import ALGORITHMS, algorithm_parameters, build_kwargs
@@ -34,6 +35,8 @@ MODEL_FILE = "policy.safetensors"
 NORM_FILE = "obs_normalization.json"
 CURVE_FILE = "learning_curve.csv"
 VALIDATION_FILE = "validation_curve.csv"
+#: columns of a learning curve (one row per finished training episode)
+CURVE_COLUMNS = ("timesteps", "episode_return", "episode_length")
 IMITATION_FILE = "imitation.json"
 
 
@@ -54,7 +57,7 @@ class LearningCurve(BaseCallback):
     def csv_text(self) -> str:
         out = io.StringIO()
         writer = csv.writer(out)
-        writer.writerow(["timesteps", "episode_return", "episode_length"])
+        writer.writerow(CURVE_COLUMNS)
         writer.writerows(self.rows)
         return out.getvalue()
 
@@ -289,6 +292,39 @@ def normalize_obs(obs: np.ndarray, norm: dict[str, Any] | None) -> np.ndarray:
     return np.clip((obs - mean) / np.sqrt(var + norm["epsilon"]), -clip, clip).astype(np.float32)
 
 
+def read_obs_normalization(path: Path, obs_shape: tuple[int, ...]) -> dict[str, Any]:
+    """The saved observation statistics (see :func:`~fieldrl.policies.selection.norm_stats`), refused
+    unless they are what training writes for this model: means and variances of the observation's
+    shape, finite, variances not negative, a positive clip and epsilon."""
+    try:
+        norm = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FieldrlError(f"{path}: not readable as JSON ({exc})") from None
+    fields = ("mean", "var", "clip_obs", "epsilon")
+    if not isinstance(norm, dict) or sorted(norm) != sorted(fields):
+        raise FieldrlError(
+            f"{path}: not the observation statistics fieldrl writes (fields: {', '.join(fields)})"
+        )
+    for name in fields:
+        try:
+            value = np.asarray(norm[name], dtype=np.float64)
+        except (TypeError, ValueError):
+            value = np.asarray(np.nan)
+        expected = obs_shape if name in ("mean", "var") else ()
+        if (
+            value.shape != expected
+            or not np.all(np.isfinite(value))
+            or (name != "mean" and np.any(value < 0))
+        ):
+            raise FieldrlError(
+                f"{path}: {name} = {short_repr(norm[name])}: expected finite numbers of shape {expected} "
+                "(variances, clip and epsilon not negative); not what training writes"
+            )
+    if norm["clip_obs"] <= 0 or norm["epsilon"] <= 0:
+        raise FieldrlError(f"{path}: clip_obs and epsilon must be positive; not what training writes")
+    return norm
+
+
 class SB3Policy(Policy):
     """A trained SB3 model behind the batched Policy protocol.
 
@@ -356,6 +392,6 @@ def load_policy(
     finally:
         venv.close()
     weights.load_into(model, weights.read_weights(weights_path), str(weights_path))
-    norm = json.loads(norm_path.read_text()) if norm_path is not None else None
+    norm = read_obs_normalization(norm_path, model.observation_space.shape) if norm_path is not None else None
     policy = SB3Policy(name, model, norm)
     return wrap(policy) if wrap is not None else policy

@@ -21,15 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import ValidationError
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load as load_bytes
 from safetensors.torch import save as save_bytes
 
-from fieldrl.errors import FieldrlError
+from fieldrl.errors import FieldrlError, file_shape_error
+from fieldrl.policies.record import FORMAT, TrainingRecord
 
 #: header key of fieldrl's training record in the safetensors metadata
 HEADER_KEY = "fieldrl"
-FORMAT = 1
 
 
 class UpdateCounter:
@@ -73,13 +74,17 @@ def policy_bytes(state_dict: dict[str, torch.Tensor], record: dict[str, Any]) ->
 
 
 def read_record(path: Path) -> dict[str, Any]:
-    """The training record in a weights file's header (no tensors are read)."""
+    """The training record in a weights file's header (no tensors are read), its shape checked."""
     try:
         with safe_open(str(path), framework="pt") as handle:
             header = handle.metadata() or {}
-        return json.loads(header.get(HEADER_KEY, "{}"))
+        record = json.loads(header.get(HEADER_KEY, "{}"))
     except (OSError, ValueError, SafetensorError) as exc:
         raise FieldrlError(f"{path}: not a fieldrl weights file ({exc})") from None
+    try:
+        return TrainingRecord.model_validate(record).model_dump(exclude_unset=True)
+    except ValidationError as exc:
+        raise file_shape_error(exc, f"{path} (training record)") from None
 
 
 def record_of(data: bytes) -> dict[str, Any]:

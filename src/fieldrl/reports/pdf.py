@@ -38,6 +38,8 @@ from reportlab.platypus import (
 
 from fieldrl.domains import get_domain
 from fieldrl.domains.base import Domain
+from fieldrl.errors import FieldrlError
+from fieldrl.evaluation.readback import TRACES_FILE, read_results, read_summary, read_traces
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.reportkit import figures
 from fieldrl.reportkit.context import ReportContext
@@ -59,31 +61,46 @@ from fieldrl.scenario import Scenario, budget_name
 
 
 def _learning_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.DataFrame:
+    from fieldrl.policies.learned import CURVE_COLUMNS, CURVE_FILE
+
+    return _curves(folder, scenario, variant, CURVE_FILE, CURVE_COLUMNS)
+
+
+def _validation_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.DataFrame:
+    from fieldrl.policies.learned import VALIDATION_FILE
+    from fieldrl.policies.selection import CURVE_COLUMNS
+
+    return _curves(folder, scenario, variant, VALIDATION_FILE, CURVE_COLUMNS)
+
+
+def _curves(
+    folder: RunFolder, scenario: Scenario, variant: str, name: str, columns: tuple[str, ...]
+) -> pd.DataFrame:
+    """One curve file per trained model (verified against the manifest), with its policy and seed;
+    a file without exactly ``columns``, all numeric, is refused. A training that finished no
+    episode has an empty learning curve, and is left out."""
     from fieldrl.evaluation.runner import model_dir
-    from fieldrl.policies.learned import CURVE_FILE
 
     frames = []
     recorded = folder.hashes()
     for entry in scenario.policies.learned:
         for seed in scenario.seeds.train:
-            rel = f"{model_dir(variant, entry.label, seed)}/{CURVE_FILE}"
-            if rel in recorded:
+            rel = f"{model_dir(variant, entry.label, seed)}/{name}"
+            if rel not in recorded:
+                continue
+            try:
                 frame = pd.read_csv(io.BytesIO(folder.read_verified(rel, "")))
-                if not frame.empty:  # a training that finished no episode has no curve
-                    frames.append(frame.assign(policy=entry.label, seed=seed))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def _validation_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.DataFrame:
-    from fieldrl.evaluation.runner import model_dir
-    from fieldrl.policies.learned import VALIDATION_FILE
-
-    frames = []
-    for entry in scenario.policies.learned:
-        for seed in scenario.seeds.train:
-            path = folder.path / model_dir(variant, entry.label, seed) / VALIDATION_FILE
-            if path.exists():
-                frames.append(pd.read_csv(path).assign(policy=entry.label, seed=seed))
+                problem = None if tuple(frame.columns) == columns else f"columns {list(frame.columns)!r}"
+                numeric = frame.apply(pd.to_numeric, errors="raise").astype(float)
+            except (ValueError, TypeError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+                problem = problem or f"not numbers ({' '.join(str(exc).split())[:120]})"
+            if problem:
+                raise FieldrlError(
+                    f"{folder.path / rel}: {problem}; fieldrl writes the numeric columns "
+                    f"{', '.join(columns)} (was the file edited?)"
+                )
+            if not numeric.empty:
+                frames.append(numeric.assign(policy=entry.label, seed=seed))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -331,8 +348,8 @@ def _bullets(items: list[Paragraph]) -> ListFlowable:
 
 def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) -> Path:
     domain = get_domain(scenario.domain)
-    summary = folder.read_json("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
-    results = folder.read_parquet("results.parquet", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
+    summary = read_summary(folder, scenario, domain)
+    results = read_results(folder, scenario, domain)
     summary = with_domain_facts(_without_oracle_as_best(summary, results, scenario, domain), scenario, domain)
     ctx = ReportContext(
         folder=folder,
@@ -340,9 +357,7 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
         domain=domain,
         summary=summary,
         results=results,
-        traces=folder.read_parquet("traces.parquet")
-        if "traces.parquet" in folder.hashes()
-        else pd.DataFrame(),
+        traces=read_traces(folder, scenario),
         styles=stylesheet(),
         colors=figures.policy_colors(summary["policies"]),
     )
@@ -353,7 +368,7 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
     for variant in scenario.variant_names:
         story.extend(_variant_pages(ctx, variant))
     story.extend(_comparison_pages(ctx))
-    domain_flowables = domain.report_section(ctx)
+    domain_flowables = _domain_section(ctx)
     if domain_flowables:
         story.append(CondPageBreak(SECTION_ROOM))
         story.extend(domain_flowables)
@@ -841,9 +856,36 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
     )
     out.append(Preformatted(snapshot, styles["Code"]))
     out.append(Paragraph("Software versions", styles["Heading3"]))
-    versions = ctx.folder.read_json("versions.json") if "versions.json" in ctx.folder.hashes() else {}
+    versions = _library_versions(ctx.folder)
     out.append(ctx.para(", ".join(f"{k} {v}" for k, v in versions.items()), "Small"))
     return out
+
+
+def _domain_section(ctx: ReportContext) -> list[Any]:
+    """The domain's own pages. They draw on the run's per-step traces, whose columns only the domain
+    knows (:func:`~fieldrl.evaluation.readback.read_traces` checks the ones every domain shares);
+    a traces file without what the pages read ends in one message, not a traceback."""
+    try:
+        return ctx.domain.report_section(ctx)
+    except (KeyError, ValueError, TypeError, IndexError) as exc:
+        if ctx.traces.empty:
+            raise
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
+        raise FieldrlError(
+            f"{ctx.folder.path / TRACES_FILE}: the {ctx.domain.name} pages could not be drawn from it "
+            f"({detail}); was the file edited? If not, this is a fieldrl bug: please report it"
+        ) from None
+
+
+def _library_versions(folder: RunFolder) -> dict[str, str]:
+    """``versions.json`` (package name -> version), refused unless it is that mapping."""
+    versions = folder.read_json("versions.json") if "versions.json" in folder.hashes() else {}
+    if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+        raise FieldrlError(
+            f"{folder.path / 'versions.json'}: not the package -> version mapping fieldrl writes "
+            "(was the file edited?)"
+        )
+    return versions
 
 
 def _own_params_text(entry: Any) -> str:

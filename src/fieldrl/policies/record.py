@@ -1,0 +1,33 @@
+"""The training record a weights file carries in its header: what training did, as the model counted it.
+
+Kept apart from :mod:`fieldrl.policies.weights` (which needs torch) so that readers of run folders,
+the report among them, can check a record's shape without importing the RL stack.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, NonNegativeInt
+
+#: version of the record's layout
+FORMAT = 1
+
+
+class SelectedCheckpoint(BaseModel):
+    """The validation checkpoint a trained model kept: when, after how many updates, its score."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    timesteps: NonNegativeInt
+    gradient_updates: NonNegativeInt
+    value: float
+    kpi: str
+
+
+class TrainingRecord(BaseModel):
+    """The header's training record, as :mod:`fieldrl.policies.learned` writes it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    format: int = FORMAT
+    algorithm: str
+    num_timesteps: NonNegativeInt
+    gradient_updates: NonNegativeInt
+    selected: SelectedCheckpoint | None = None
