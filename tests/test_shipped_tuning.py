@@ -9,7 +9,6 @@ from fieldrl.scenario import builtin_scenarios, load_scenario
 
 #: scenario -> learned entries still on hand-set hyperparameters (their reports say "not tuned")
 STILL_HAND_SET = {
-    "chemo/memory": {"TD3", "SAC", "LSTM-TD3", "PPO", "RecurrentPPO"},
     "rail/levels": {"PPO (shared)", "PPO + imitation"},
 }
 
