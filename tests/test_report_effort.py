@@ -115,3 +115,14 @@ def test_hyperparameters_tuned_on_another_scenario_are_disclosed_as_transferred(
     assert tuned_elsewhere(sibling, scenario.name) == f"for policy {entry.label}"
     both = tuned_elsewhere(sibling, "taxiway-densities")
     assert both == f"on scenario {scenario.name} for policy {entry.label}"
+
+
+def test_a_study_scored_on_one_setting_says_so_where_its_values_serve_several():
+    from fieldrl.reports.pdf import _tuning_text
+
+    scenario = load_scenario("chemo/memory")
+    entry = next(e for e in scenario.policies.learned if e.label == "SAC")
+    assert entry.tuning is not None and entry.tuning.study == "chemo-memory/s3/SAC"
+    text = _tuning_text(entry, scenario.name, scenario.variant_names)
+    assert "(on setting s3, used in every setting)" in text
+    assert "on setting" not in _tuning_text(entry, scenario.name, ["s3"])  # a run of that setting alone

@@ -562,7 +562,12 @@ def _effort_block(ctx: ReportContext) -> list[Any]:
     for entry in scenario.policies.learned:
         records = [r for v in scenario.variant_names for r in training_records(ctx.summary, v, entry.label)]
         rows.append(
-            [entry.label, _trained_text(records), _kept_text(records), _tuning_text(entry, scenario.name)]
+            [
+                entry.label,
+                _trained_text(records),
+                _kept_text(records),
+                _tuning_text(entry, scenario.name, scenario.variant_names),
+            ]
         )
     out.append(Paragraph("Training effort", ctx.styles["Heading3"]))
     out.append(_text_table(rows, ctx.styles, [2.6 * cm, 4.4 * cm, 4.6 * cm, PAGE_WIDTH - 11.6 * cm]))
@@ -609,14 +614,21 @@ def tuned_elsewhere(entry: Any, scenario_name: str) -> str | None:
     return " ".join(where) or None
 
 
-def _tuning_text(entry: Any, scenario_name: str) -> str:
+def _tuning_text(entry: Any, scenario_name: str, settings: list[str] | None = None) -> str:
+    """The effort table's hyperparameter cell. With several ``settings`` in the run, the one the
+    study scored on is named: its values serve every setting, tuned on one of them only."""
     if entry.tuning is None:
         return "as written in the scenario (not tuned)"
     t = entry.tuning
     best = "" if t.best_value is None else f", best validation value {fmt(t.best_value)}"
     source = tuned_elsewhere(entry, scenario_name)
     moved = "" if source is None else f" {source}, transferred here (not tuned for this entry here)"
-    return f"tuned: {t.trials} trials of study {t.study}{moved}{best}"
+    parts = t.study.split("/", 2)
+    tuned_on = parts[1] if len(parts) == 3 else None
+    on = ""
+    if settings and len(settings) > 1 and tuned_on in settings:
+        on = f" (on setting {tuned_on}, used in every setting)"
+    return f"tuned: {t.trials} trials of study {t.study}{on}{moved}{best}"
 
 
 def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
