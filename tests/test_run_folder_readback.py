@@ -149,7 +149,7 @@ def test_a_summary_without_a_policy_in_a_setting_still_reports(run_copy):
         ("results.parquet", _parquet(lambda f: pd.DataFrame({"a": [1]})), "columns ['a']"),
         ("results.parquet", _parquet(lambda f: f.assign(value="x")), "column 'value' is object, not float"),
         ("results.parquet", _parquet(lambda f: f.assign(policy="evil")), "policy = 'evil': not in this run"),
-        ("results.parquet", _parquet(lambda f: f.assign(metric="profit")), "metric = 'profit'"),
+        ("results.parquet", _parquet(lambda f: f.assign(metric=1.0)), "column 'metric' is not text"),
         ("traces.parquet", _parquet(lambda f: f.drop(columns=["variant"])), "column 'variant' is missing"),
         ("traces.parquet", _parquet(lambda f: f.assign(train_seed="x")), "column 'train_seed' is object"),
         ("traces.parquet", _parquet(lambda f: f.drop(columns=["tumour"])), "chemo pages could not be drawn"),

@@ -169,7 +169,7 @@ def _mismatch(summary: _Summary, scenario: Scenario, domain: Domain) -> str | No
     return next((message for ok, message in checks if not ok), None)
 
 
-def read_results(folder: RunFolder, scenario: Scenario, domain: Domain) -> pd.DataFrame:
+def read_results(folder: RunFolder, scenario: Scenario) -> pd.DataFrame:
     """The run's ``results.parquet`` (one row per policy, seed, episode and KPI), or one
     :class:`FieldrlError` saying how it is not the table evaluation writes."""
     from fieldrl.evaluation.runner import RESULT_COLUMNS
@@ -185,7 +185,7 @@ def read_results(folder: RunFolder, scenario: Scenario, domain: Domain) -> pd.Da
         "variant": scenario.variant_names,
         "policy": [e.label for e in (*scenario.policies.heuristics, *scenario.policies.learned)],
         "kind": ["heuristic", "learned"],
-        "metric": [k.name for k in domain.kpis],
+        "metric": None,  # the KPIs, and whatever else a domain measures per episode for its pages
     }
     problem = _column_problem(
         frame, known, integers=("train_seed", "eval_seed", "episode"), floats=("value",)
@@ -215,15 +215,20 @@ def read_traces(folder: RunFolder, scenario: Scenario) -> pd.DataFrame:
 
 
 def _column_problem(
-    frame: pd.DataFrame, known: dict[str, list[str]], integers: tuple[str, ...], floats: tuple[str, ...]
+    frame: pd.DataFrame,
+    known: dict[str, list[str] | None],
+    integers: tuple[str, ...],
+    floats: tuple[str, ...],
 ) -> str | None:
     """The first column of ``frame`` that is missing, of the wrong type, or names something the run
-    does not have; None if there is none."""
+    does not have (``known``: the names a text column may hold; None: any); None if there is none."""
     for column, allowed in known.items():
         if column not in frame.columns:
             return f"column {column!r} is missing"
         if not _is_text(frame[column]):
             return f"column {column!r} is not text"
+        if allowed is None:
+            continue
         unknown = sorted(set(frame[column]) - set(allowed))
         if unknown:
             return f"{column} = {unknown[0]!r}: not in this run (allowed: {', '.join(allowed)})"

@@ -349,7 +349,7 @@ def _bullets(items: list[Paragraph]) -> ListFlowable:
 def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) -> Path:
     domain = get_domain(scenario.domain)
     summary = read_summary(folder, scenario, domain)
-    results = read_results(folder, scenario, domain)
+    results = read_results(folder, scenario)
     summary = with_domain_facts(_without_oracle_as_best(summary, results, scenario, domain), scenario, domain)
     ctx = ReportContext(
         folder=folder,
