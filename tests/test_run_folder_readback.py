@@ -143,6 +143,25 @@ def test_a_summary_without_a_policy_in_a_setting_still_reports(run_copy):
     assert result.exit_code == 0, result.output
 
 
+def test_a_summary_written_before_the_optional_fields_existed_still_reports(run_copy):
+    """Runs evaluated by earlier versions lack fields the pages read with a fallback; they still report."""
+
+    def older(summary: dict[str, Any]) -> dict[str, Any]:
+        for key in ("scenario", "domain", "budget", "selection_kpi", "oracles"):
+            summary.pop(key)
+        summary.pop("validation"), summary.pop("failed_episodes")
+        for kpi in summary["kpis"]:
+            for key in ("wall_clock", "among", "binary", "ranked"):
+                kpi.pop(key)
+        _variant(summary).pop("pairs")
+        return summary
+
+    _replace(run_copy, "summary.json", _json(older))
+    result = cli.invoke(app, ["report", str(run_copy)])
+    assert result.exit_code == 0, result.output
+    assert cli.invoke(app, ["compare", str(run_copy)]).exit_code == 0
+
+
 @pytest.mark.parametrize(
     ("rel", "edit", "piece"),
     [

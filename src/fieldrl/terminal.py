@@ -251,7 +251,7 @@ def summary_tables(summary: dict[str, Any], total: int) -> list[Table]:
         labels = [escape(p) + (" *" if p in best else "") for p, _ in policies]
         where = "" if variant == "default" else f", setting {variant}"
         how = "mean ± 95 % CI half-width" if with_ci else f"mean (no CI: fewer than {MIN_CASES} cases)"
-        title = f"{escape(summary['scenario'] + where)}: {how}; * best of its kind"
+        title = f"{escape(summary.get('scenario', 'run') + where)}: {how}; * best of its kind"
         tables += kpi_tables(title, labels, columns, total)
     return tables
 

@@ -43,8 +43,8 @@ class _Interval(_Shape):
 class _Described(_Shape):
     mean: _Interval
     iqm: _Interval
-    n_train_seeds: NonNegativeInt
-    n_eval_seeds: NonNegativeInt
+    n_train_seeds: NonNegativeInt = 0
+    n_eval_seeds: NonNegativeInt = 0
 
 
 class _Paired(_Shape):
@@ -60,11 +60,11 @@ class _Pair(_Shape):
 
 class _Variant(_Shape):
     policies: dict[str, dict[str, _Described]]
-    best_heuristic: str | None
-    best_learned: str | None
+    best_heuristic: str | None = None
+    best_learned: str | None = None
     comparison: dict[str, _Paired] | None = None
     probability_better: _Interval | None = None
-    pairs: list[_Pair]
+    pairs: list[_Pair] = []
 
 
 class _Kpi(_Shape):
@@ -72,10 +72,10 @@ class _Kpi(_Shape):
     label: str
     unit: str
     higher_is_better: bool
-    wall_clock: bool
-    among: str | None
-    binary: bool
-    ranked: bool
+    wall_clock: bool = False
+    among: str | None = None
+    binary: bool = False
+    ranked: bool = True
 
 
 class _PolicyRef(_Shape):
@@ -98,16 +98,19 @@ class _Validation(_Shape):
 
 
 class _Summary(_Shape):
-    scenario: str
-    domain: str
-    budget: str
+    """What :func:`fieldrl.evaluation.summary.summarize` writes; the fields the pages read with a
+    fallback are optional, so runs evaluated by earlier versions (without them) still report."""
+
+    scenario: str | None = None
+    domain: str | None = None
+    budget: str | None = None
     confidence: float = Field(gt=0, lt=1)
     bootstrap_samples: NonNegativeInt
     primary_kpi: str
-    selection_kpi: str
+    selection_kpi: str | None = None
     kpis: list[_Kpi]
     policies: list[_PolicyRef]
-    oracles: list[str]
+    oracles: list[str] = []
     variants: dict[str, _Variant]
     failed_episodes: list[_Failure] = []
     validation: _Validation | None = None
@@ -125,7 +128,7 @@ def read_summary(folder: RunFolder, scenario: Scenario, domain: Domain) -> dict[
     problem = _mismatch(summary, scenario, domain)
     if problem:
         raise FieldrlError(f"{source}: {problem} (not what fieldrl wrote for this run: was the file edited?)")
-    return summary.model_dump(exclude_unset=True)
+    return summary.model_dump(exclude_none=True)  # absent, not None: the pages test for presence
 
 
 def _mismatch(summary: _Summary, scenario: Scenario, domain: Domain) -> str | None:
@@ -136,14 +139,14 @@ def _mismatch(summary: _Summary, scenario: Scenario, domain: Domain) -> str | No
     names = {name for name, _ in policies}
     checks: list[tuple[bool, str]] = [
         (
-            summary.scenario == scenario.name,
+            summary.scenario in (None, scenario.name),
             f"scenario = {summary.scenario!r}: this run is {scenario.name!r}",
         ),
-        (summary.domain == domain.name, f"domain = {summary.domain!r}: this run is {domain.name!r}"),
+        (summary.domain in (None, domain.name), f"domain = {summary.domain!r}: this run is {domain.name!r}"),
         ([k.name for k in summary.kpis] == kpis, f"kpis: not {domain.name}'s KPIs ({', '.join(kpis)})"),
         (summary.primary_kpi in kpis, f"primary_kpi = {summary.primary_kpi!r}: allowed: {', '.join(kpis)}"),
         (
-            summary.selection_kpi in kpis,
+            summary.selection_kpi in (None, *kpis),
             f"selection_kpi = {summary.selection_kpi!r}: allowed: {', '.join(kpis)}",
         ),
         ([(p.name, p.kind) for p in summary.policies] == policies, "policies: not this run's policies"),
