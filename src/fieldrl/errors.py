@@ -22,7 +22,7 @@ class ScenarioError(FieldrlError):
     def __init__(self, source: str, field: str, value: Any, allowed: str):
         self.source, self.field, self.value, self.allowed = source, field, value, allowed
         where = f"{source}: {field}" if field else source
-        shown = "" if value is _MISSING else f" = {_short(value)!s}"
+        shown = "" if value is _MISSING else f" = {short_repr(value)!s}"
         super().__init__(f"{where}{shown}: {allowed}")
 
 
@@ -39,9 +39,6 @@ def short_repr(value: Any, limit: int = 80) -> str:
     """``repr(value)``, cut to ``limit`` characters for a one-line message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-_short = short_repr
 
 
 class Terminated(KeyboardInterrupt):
