@@ -234,6 +234,12 @@ class Policies(Strict):
     heuristics: list[HeuristicEntry] = Field(default_factory=list, max_length=MAX_POLICIES)
     learned: list[LearnedEntry] = Field(default_factory=list, max_length=MAX_POLICIES)
 
+    @property
+    def by_kind(self) -> list[tuple[str, str]]:
+        """``(label, "heuristic" | "learned")`` for every policy, heuristics first, as results list them."""
+        heuristics = [(e.label, "heuristic") for e in self.heuristics]
+        return heuristics + [(e.label, "learned") for e in self.learned]
+
     @model_validator(mode="after")
     def _unique_labels(self) -> Policies:
         labels = [p.label for p in [*self.heuristics, *self.learned]]

@@ -134,8 +134,7 @@ def read_summary(folder: RunFolder, scenario: Scenario, domain: Domain) -> dict[
 def _mismatch(summary: _Summary, scenario: Scenario, domain: Domain) -> str | None:
     """The first way the summary disagrees with the run's scenario and domain; None if it agrees."""
     kpis = [k.name for k in domain.kpis]
-    policies = [(e.label, "heuristic") for e in scenario.policies.heuristics]
-    policies += [(e.label, "learned") for e in scenario.policies.learned]
+    policies = scenario.policies.by_kind
     names = {name for name, _ in policies}
     checks: list[tuple[bool, str]] = [
         (
@@ -186,7 +185,7 @@ def read_results(folder: RunFolder, scenario: Scenario) -> pd.DataFrame:
         )
     known = {
         "variant": scenario.variant_names,
-        "policy": [e.label for e in (*scenario.policies.heuristics, *scenario.policies.learned)],
+        "policy": [name for name, _ in scenario.policies.by_kind],
         "kind": ["heuristic", "learned"],
         "metric": None,  # the KPIs, and whatever else a domain measures per episode for its pages
     }
@@ -207,7 +206,7 @@ def read_traces(folder: RunFolder, scenario: Scenario) -> pd.DataFrame:
     frame = folder.read_parquet(TRACES_FILE)
     known = {
         "variant": scenario.variant_names,
-        "policy": [e.label for e in (*scenario.policies.heuristics, *scenario.policies.learned)],
+        "policy": [name for name, _ in scenario.policies.by_kind],
     }
     problem = _column_problem(frame, known, integers=("train_seed",), floats=())
     odd = [c for c in frame.columns if not (dtypes.is_numeric_dtype(frame[c]) or _is_text(frame[c]))]

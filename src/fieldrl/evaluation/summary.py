@@ -22,9 +22,7 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
     options = scenario.report
     primary = domain.kpi(options.primary_kpi or domain.kpis[0].name)
     eval_seeds = list(scenario.seeds.eval)
-    policies = [(e.label, "heuristic") for e in scenario.policies.heuristics] + [
-        (e.label, "learned") for e in scenario.policies.learned
-    ]
+    policies = scenario.policies.by_kind
     oracles = oracle_labels(scenario, domain)
     summary: dict[str, Any] = {
         "scenario": scenario.name,
