@@ -215,3 +215,25 @@ def test_workers_take_trials_one_at_a_time(tmp_path):
         fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     with open(lock, "rb") as other:  # released on leaving
         fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_a_worker_that_finds_the_budget_taken_asks_for_no_trial(scenario_data, write_scenario, tmp_path):
+    """With --jobs N the last trials are running in other workers when a worker looks for more: it
+    stops without asking, so the study holds no surplus (failed) trial beside its budget."""
+    import optuna
+
+    data = _tunable(scenario_data)
+    data["policies"]["learned"] = data["policies"]["learned"][1:]  # SAC only: the cheap one
+    out = tmp_path / "study"
+    file = write_scenario(data)
+    first = cli.invoke(app, ["tune", str(file), "--trials", "2", "--out", str(out), "--quiet"])
+    assert first.exit_code == 0, first.output
+    settings = {**json.loads((out / tuning.SETTINGS_FILE).read_text()), "trials": 3}
+    scenario = yaml.safe_load((out / tuning.SCENARIO_FILE).read_text())
+    storage = f"sqlite:///{out / tuning.DB_FILE}"
+    name = optuna.get_all_study_names(storage)[0]
+    optuna.load_study(study_name=name, storage=storage).ask()  # trial 3 of 3, running in "another worker"
+    ran = tuning.study_worker(scenario, settings["variant"], str(out), "SAC", settings, 1, None)
+    assert ran == 0
+    states = [t.state.name for t in optuna.load_study(study_name=name, storage=storage).trials]
+    assert sorted(states) == ["COMPLETE", "COMPLETE", "RUNNING"]

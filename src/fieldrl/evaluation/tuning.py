@@ -330,6 +330,11 @@ def _counts(t: Any) -> bool:
     return t.state == TrialState.FAIL and "error" in t.user_attrs
 
 
+def _taken(study: Any) -> int:
+    """Trials that count toward the budget, finished or still running."""
+    return sum(1 for t in study.get_trials(deepcopy=False) if _counts(t))
+
+
 def _finished(study: Any) -> int:
     """Trials that count toward the budget and are over: complete, pruned, or failed on their own."""
     from optuna.trial import TrialState
@@ -377,6 +382,9 @@ def study_worker(
     storage, as Optuna's distributed optimisation does: each asks for a trial, trains it, and
     tells the result. A trial asked after the budget is filled (two workers asking at once for
     the last one) is marked ``surplus`` and not run, so every study ends with exactly its count.
+    Workers sharing the study folder check the budget under the ask lock and never ask for a
+    surplus trial; the check after asking is for workers the lock does not reach (a Ray worker
+    whose copy of the folder is on another machine's file system).
     """
     from optuna.trial import TrialState
 
@@ -400,6 +408,8 @@ def study_worker(
     ran = 0
     while _finished(study) < trials:
         with _one_asker(path):
+            if _taken(study) >= trials:  # the others are running the last ones
+                break
             trial = study.ask(space)
         earlier = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number and _counts(t)]
         if len(earlier) >= trials:  # the budget was filled while this trial was being asked for
