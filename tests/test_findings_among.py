@@ -75,3 +75,15 @@ def test_a_share_of_trains_is_compared_in_percentage_points_not_relative_percent
     assert "trains arrived 1 percentage point lower (95 % CI -4 to 2)" in close
     # a KPI in its own unit keeps the relative change
     assert "mean arrival delay 80 % lower (95 % CI -81 % to -79 %)" in close
+
+
+def test_page_one_does_not_call_delay_better_when_far_fewer_trains_arrived() -> None:
+    """Page 1's 'Learned against standard' column names headline measures the learned policy is
+    better or worse on; delay over arrived trains is not one of them when half as many arrived
+    (seen on rail/levels level 4: 30.9 vs 63.6 % arrived, "Better: mean arrival delay 80 % lower")."""
+    from fieldrl.reports.front import _headline_changes
+
+    far = _headline_changes(summary(arrived_gap=-30.0, arrived_half=2.0), "default", ("arrived", "delay"))
+    assert far == {"better": [], "worse": []}
+    close = _headline_changes(summary(arrived_gap=-1.0, arrived_half=3.0), "default", ("arrived", "delay"))
+    assert close["better"] == ["mean arrival delay 80 % lower (95 % CI -81 % to -79 %)"]

@@ -20,7 +20,7 @@ from fieldrl.reportkit.context import ReportContext
 from fieldrl.reportkit.layout import CELL_PADDING, min_column_width, spread
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, join_words, plural
 from fieldrl.reportkit.summary import cases, measured_kpis, ranked
-from fieldrl.reports.findings import _change, _scale, label
+from fieldrl.reports.findings import _change, _scale, averaged_apart, label
 
 #: the chart on page 1 shows at most this many measures, and is at most this tall
 CHART_KPIS = 4
@@ -164,8 +164,11 @@ def _headline_changes(
     summary: dict[str, Any], variant: str, headline: tuple[str, ...]
 ) -> dict[str, list[str]]:
     """Phrases for the headline measures other than the primary on which the best learned policy clearly
-    differs from the best standard one: ``{"better": [...], "worse": [...]}``."""
+    differs from the best standard one: ``{"better": [...], "worse": [...]}``. A mean over a population
+    the two policies differ clearly on (delay over arrived trains, when fewer arrived) is left out,
+    as the findings leave it out."""
     entry = summary["variants"][variant]
+    kpis = {k["name"]: k for k in summary["kpis"]}
     found: dict[str, list[str]] = {"better": [], "worse": []}
     learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
     if not learned or not heuristic or cases(entry, learned, heuristic) < MIN_CASES:
@@ -177,6 +180,7 @@ def _headline_changes(
             or kpi.get("wall_clock")
             or not ranked(kpi)
             or comparison is None
+            or averaged_apart(kpis, kpi, entry, learned, heuristic) is not None
         ):
             continue
         values = [entry["policies"][p][kpi["name"]]["mean"]["value"] for p in (learned, heuristic)]
