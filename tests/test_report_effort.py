@@ -126,3 +126,6 @@ def test_a_study_scored_on_one_setting_says_so_where_its_values_serve_several():
     text = _tuning_text(entry, scenario.name, scenario.variant_names)
     assert "(on setting s3, used in every setting)" in text
     assert "on setting" not in _tuning_text(entry, scenario.name, ["s3"])  # a run of that setting alone
+    # a run without s3 (chemo/memory's s1, s2, s4 as one run) tested values tuned elsewhere
+    other = _tuning_text(entry, scenario.name, ["s1", "s2", "s4"])
+    assert "(on setting s3, which this run did not test; used in every setting here)" in other

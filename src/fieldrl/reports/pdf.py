@@ -616,7 +616,8 @@ def tuned_elsewhere(entry: Any, scenario_name: str) -> str | None:
 
 def _tuning_text(entry: Any, scenario_name: str, settings: list[str] | None = None) -> str:
     """The effort table's hyperparameter cell. With several ``settings`` in the run, the one the
-    study scored on is named: its values serve every setting, tuned on one of them only."""
+    study scored on is named: its values serve every setting, tuned on one of them only. A run
+    without that setting says so too: none of its settings is the one the values were tuned on."""
     if entry.tuning is None:
         return "as written in the scenario (not tuned)"
     t = entry.tuning
@@ -628,6 +629,8 @@ def _tuning_text(entry: Any, scenario_name: str, settings: list[str] | None = No
     on = ""
     if settings and len(settings) > 1 and tuned_on in settings:
         on = f" (on setting {tuned_on}, used in every setting)"
+    elif settings and tuned_on not in (None, "default", *settings) and source is None:
+        on = f" (on setting {tuned_on}, which this run did not test; used in every setting here)"
     return f"tuned: {t.trials} trials of study {t.study}{on}{moved}{best}"
 
 
