@@ -122,7 +122,8 @@ def averaged_apart(
     """``(base KPI, learned mean, standard mean)`` where ``kpi`` is a mean over a population (its
     ``among``, e.g. delay over the trains that arrived) on which the two policies differ clearly;
     otherwise None. Such means are not compared: fewer trains arriving makes their delay shorter."""
-    base = kpis.get(kpi.get("among"))  # type: ignore[arg-type]
+    among = kpi.get("among")
+    base = kpis.get(among) if among else None
     if base is None:
         return None
     lb, hb = (entry["policies"][p][base["name"]]["mean"]["value"] for p in (learned, heuristic))
