@@ -186,3 +186,14 @@ def test_a_policy_identical_to_its_rival_on_every_case_is_said_to_be_the_same() 
     tiny = {"value": 0.0, "low": -0.05, "high": 0.05}
     _, phrase = _change(kpi, {"difference": tiny, "relative_percent": tiny}, 45.08, 45.08, 67.65)
     assert "the same on every" not in phrase and "95 % CI" in phrase
+
+
+def test_table_cells_keep_one_precision_and_prose_drops_trailing_zeros() -> None:
+    """A column reads 81.0 above 83.9 (not 81); prose says "6 percentage points"; 999.6 is not 1e+03."""
+    from fieldrl.reportkit.numbers import fmt, fmt_cell
+
+    assert [fmt_cell(v) for v in (81, 83.9, 0.25, -6, 100.4, 0, 0.004, float("nan"))] == [
+        "81.0", "83.9", "0.250", "-6.00", "100", "0", "≈0", "n/a"
+    ]  # fmt: skip
+    assert [fmt(v) for v in (81, 0.25, -6)] == ["81", "0.25", "-6"]
+    assert fmt(999.6) == fmt_cell(999.6) == "1,000" and fmt(1234.5) == "1,234"

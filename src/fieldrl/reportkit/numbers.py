@@ -67,8 +67,19 @@ def fmt(value: float) -> str:
     if value != value:  # NaN
         return "n/a"
     if value == 0 or abs(value) >= 0.01:
-        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+        text = f"{value:,.3g}"
+        return text if abs(value) < 1000 and "e" not in text else f"{value:,.0f}"  # 999.6: not "1e+03"
     return "≈0"
+
+
+def fmt_cell(value: float) -> str:
+    """:func:`fmt` for a table cell: trailing zeros kept, so a column reads at one precision
+    (``81.0`` above ``83.9``, not ``81``). Prose keeps :func:`fmt` ("6 percentage points")."""
+    text = fmt(value)
+    if not math.isfinite(value) or value == 0 or abs(value) < 0.01 or abs(value) >= 1000:
+        return text
+    padded = f"{float(value):#,.3g}"
+    return text if "e" in padded else padded.rstrip(".")
 
 
 def with_range(stat: Interval | Mapping[str, Any], unit: str = "") -> str:

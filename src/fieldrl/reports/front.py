@@ -18,7 +18,7 @@ from reportlab.platypus import Paragraph, Table, TableStyle
 from fieldrl.reportkit import figures
 from fieldrl.reportkit.context import ReportContext
 from fieldrl.reportkit.layout import CELL_PADDING, min_column_width, spread
-from fieldrl.reportkit.numbers import MIN_CASES, fmt, join_words, plural
+from fieldrl.reportkit.numbers import MIN_CASES, fmt, fmt_cell, join_words, plural
 from fieldrl.reportkit.summary import cases, measured_kpis, ranked
 from fieldrl.reports.findings import _change, _scale, averaged_apart, label
 
@@ -217,8 +217,8 @@ def grid_table(rows: list[list[str]], cell: Any, preferred: tuple[float, ...], w
 def _value(stats: dict[str, Any], with_ci: bool) -> str:
     m = stats["mean"]
     if not with_ci or m["low"] != m["low"]:
-        return fmt(m["value"])
-    return f"{fmt(m['value'])}<br/><font size=6>[{fmt(m['low'])}, {fmt(m['high'])}]</font>"
+        return fmt_cell(m["value"])
+    return f"{fmt_cell(m['value'])}<br/><font size=6>[{fmt_cell(m['low'])}, {fmt_cell(m['high'])}]</font>"
 
 
 def _best_any(summary: dict[str, Any], variant: str, kpi: dict[str, Any]) -> str:
@@ -237,7 +237,7 @@ def _best_any(summary: dict[str, Any], variant: str, kpi: dict[str, Any]) -> str
     best = max(scored, key=lambda p: sign * scored[p])
     is_oracle = best in (summary.get("oracles") or []) and "optim" not in best.lower()
     tag = " (optimum)" if is_oracle else ""
-    return f"{escape(best)}{tag}: {fmt(scored[best])}"
+    return f"{escape(best)}{tag}: {fmt_cell(scored[best])}"
 
 
 def headline_table(ctx: ReportContext, variant: str, headlines: list[dict], width: float) -> Table | None:

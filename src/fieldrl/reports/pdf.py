@@ -53,7 +53,7 @@ from fieldrl.reportkit.layout import (
     spread,
     stylesheet,
 )
-from fieldrl.reportkit.numbers import MIN_CASES, fmt, join_words, plural, too_few
+from fieldrl.reportkit.numbers import MIN_CASES, fmt, fmt_cell, join_words, plural, too_few
 from fieldrl.reportkit.summary import cases, measured_kpis, ranked
 from fieldrl.reports import front
 from fieldrl.reports.findings import masked_for_small_samples, pair_findings, variant_findings
@@ -292,9 +292,9 @@ def _kpi_cells(ctx: ReportContext, variant: str, stat: str, kpis: list[dict[str,
             if stat == "iqm" and k.get("binary"):
                 row.append("n/a<br/><font size=6>yes/no outcome</font>")
                 continue
-            text = fmt(m["value"])
+            text = fmt_cell(m["value"])
             if with_ci and m["value"] == m["value"]:
-                text += f"<br/><font size=6>[{fmt(m['low'])}, {fmt(m['high'])}]</font>"
+                text += f"<br/><font size=6>[{fmt_cell(m['low'])}, {fmt_cell(m['high'])}]</font>"
             if ranked(k) and best[k["name"]] == policy:
                 text = f"<b>{text}</b>"
             row.append(text)
