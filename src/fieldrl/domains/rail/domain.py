@@ -31,6 +31,8 @@ def make_env(params: RailParams, training: bool = False) -> RailParallelEnv:
         horizon=params.horizon,
         shield=params.shield,
         shield_paths=params.shield_paths,
+        advice=params.advice,
+        team_reward=params.team_reward,
         curriculum=tuple(params.curriculum) if training else (),
         curriculum_episodes=params.curriculum_episodes,
         config=params.configuration() if params.flatland is not None else None,
@@ -88,6 +90,11 @@ class RailDomain(ParallelDomain[RailParams]):
         "their punctuality against the schedule.",
     }
     heuristics = HEURISTICS
+    policy_params = {
+        "advice": "whether it sees the priority dispatcher's decision for the train (and may follow it)",
+        "team_reward": "share of each train's reward that is the team's mean (0: its own only)",
+    }
+    tunable_policy_params = {"team_reward": {"own": 0.0, "half": 0.5, "team": 1.0}}
     info_keys = metrics.INFO_KEYS
     eval_batch_size = 50
     eval_envs_class = RailEvalEnvs

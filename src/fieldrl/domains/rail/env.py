@@ -68,6 +68,8 @@ ARRIVAL_BONUS = 1.0
 DEADLOCK_PENALTY = 1.0
 #: booked once for a train that is cancelled or has not arrived at the step limit
 NOT_ARRIVED_PENALTY = 1.0
+#: the advice's one-hot over the semi-hierarchical actions, appended to the observation
+ADVICE_SIZE = 8
 
 
 class RailParallelEnv(ParallelEnv):
@@ -83,6 +85,14 @@ class RailParallelEnv(ParallelEnv):
     :param shield: semi mode only: mask departures and exits that would put a train head-on against
         another train's reserved path (:class:`~fieldrl.domains.rail.reservation.Shield`).
     :param shield_paths: shortest paths a shielded departure may choose from (the first free one).
+    :param advice: semi mode only: append to each observation what the priority dispatcher would
+        decide for this train now (one-hot over the 8 actions; :meth:`Shield.advice`), computed from
+        a reservation plan the env keeps of every departure. A policy may follow it or not; one that
+        always follows it is the dispatcher.
+    :param team_reward: share of each train's reward that is the team's: every live train gets
+        ``(1 - team_reward) * own + team_reward * (sum of all trains' rewards this step) / trains``.
+        0 = its own reward only; 1 = the same team reward for every train, so a train that waits
+        for others is credited with what they gain.
     :param curriculum: training only: levels sampled at each reset, weights moving from the first
         towards the last over ``curriculum_episodes`` episodes (see :meth:`curriculum_weights`).
     :param config: a Flatland configuration of your own (replaces ``level``).
@@ -102,6 +112,8 @@ class RailParallelEnv(ParallelEnv):
         horizon: int = 40,
         shield: bool = False,
         shield_paths: int = 4,
+        advice: bool = False,
+        team_reward: float = 0.0,
         curriculum: tuple[int, ...] = (),
         curriculum_episodes: int = 200,
         config: Level | None = None,
@@ -116,6 +128,10 @@ class RailParallelEnv(ParallelEnv):
         self.horizon = int(horizon)
         self.shield = bool(shield) and mode == "semi"
         self.shield_paths = int(shield_paths)
+        self.advice = bool(advice) and mode == "semi"
+        if not 0.0 <= team_reward <= 1.0:
+            raise ValueError(f"team_reward must be within [0, 1], got {team_reward!r}")
+        self.team_reward = float(team_reward)
         self._shield: Shield | None = None
         self.curriculum = tuple(int(x) for x in curriculum)
         self.curriculum_episodes = int(curriculum_episodes)
@@ -136,7 +152,8 @@ class RailParallelEnv(ParallelEnv):
     # ------------------------------------------------------------------ spaces
     @functools.cache  # noqa: B019 - spaces are per agent name, as PettingZoo does
     def observation_space(self, agent: str) -> spaces.Box:
-        return spaces.Box(-np.inf, np.inf, shape=(OBS_SIZE,), dtype=np.float32)
+        size = OBS_SIZE + (ADVICE_SIZE if self.advice else 0)
+        return spaces.Box(-np.inf, np.inf, shape=(size,), dtype=np.float32)
 
     @functools.cache  # noqa: B019
     def action_space(self, agent: str) -> spaces.Discrete:
@@ -197,7 +214,8 @@ class RailParallelEnv(ParallelEnv):
         self._gone: set[int] = set()
         self._step_reward = np.zeros(n)
         self._history: list[np.ndarray] = []
-        self._shield = Shield(self, self.shield_paths) if self.shield else None
+        # the plan is kept for the shield's masks and for the advice; only the shield masks
+        self._shield = Shield(self, self.shield_paths) if (self.shield or self.advice) else None
         if self.mode == "semi":
             self._advance()
             self._follow_plans()
@@ -382,9 +400,13 @@ class RailParallelEnv(ParallelEnv):
                 return
 
     def disable_shield(self) -> None:
-        """Switch the shield off (dispatchers apply their own rules; the shield is for learned policies)."""
+        """Switch the shield off (dispatchers apply their own rules; the shield is for learned policies).
+
+        With ``advice`` the plan is still kept (unmasked), so that a dispatcher's demonstrations show
+        the advice a learned policy will see."""
         self.shield = False
-        self._shield = None
+        if not self.advice:
+            self._shield = None
 
     def _follow_plans(self) -> None:
         if self._shield is not None:
@@ -462,6 +484,9 @@ class RailParallelEnv(ParallelEnv):
             truncs[agent] = self.finished and not gone
             if gone:
                 self._gone.add(i)
+        if self.team_reward > 0.0 and rewards:
+            w, team = self.team_reward, sum(rewards.values()) / self.n
+            rewards = {a: (1.0 - w) * r + w * team for a, r in rewards.items()}
         self.agents = [] if self.finished else [a for a in live if not terms[a]]
         obs = self._observations(live)
         return obs, rewards, terms, truncs, {a: {} for a in live}
@@ -475,11 +500,11 @@ class RailParallelEnv(ParallelEnv):
         kind = self.pending[i]
         if kind == DISPATCH:
             mask[[DEPART, HOLD, CANCEL]] = True
-            if self._shield is not None:
+            if self.shield and self._shield is not None:
                 mask[DEPART] = self._shield.departure_path(i) is not None
         elif kind == ROUTE:
             mask[LEFT : RIGHT + 1] = self.route_options(i)
-            if self._shield is not None:
+            if self.shield and self._shield is not None:
                 mask[LEFT : RIGHT + 1] &= [p is not None for p in self._shield.exit_paths(i)]
             mask[STOP] = True
         else:
@@ -493,8 +518,16 @@ class RailParallelEnv(ParallelEnv):
         obs = self.observe_all()
         return {a: obs[self.index[a]] for a in names}
 
+    def advised_actions(self) -> np.ndarray:
+        """The priority dispatcher's decision for every train's pending decision (``NOOP`` where none);
+        needs ``advice`` or ``shield`` (the plan it decides from)."""
+        if self._shield is None:
+            raise RuntimeError("advised_actions needs the env's reservation plan (advice or shield on)")
+        return self._shield.advice()
+
     def observe_all(self) -> np.ndarray:
-        """Observations of every train, ``(n, OBS_SIZE)`` (the fast builder)."""
+        """Observations of every train, ``(n, OBS_SIZE)`` (the fast builder), and the advice
+        (``ADVICE_SIZE`` more) with ``advice``."""
         n, fl, t = self.n, self.fl, self.fl._elapsed_steps
         occ, head = self._occupancy()
         configs = self.initial.copy()
@@ -534,7 +567,12 @@ class RailParallelEnv(ParallelEnv):
         own[:, 16] = n / 100.0
         own[:, 17] = self.cancelled.sum() / n
         own[:, 18] = (self.departed_step >= 0).sum() / n
-        return build_observations(self.look, configs, on_map, occ, head, own, self.max_steps)
+        obs = build_observations(self.look, configs, on_map, occ, head, own, self.max_steps)
+        if not self.advice:
+            return obs
+        advice = np.zeros((n, ADVICE_SIZE), dtype=np.float32)
+        advice[np.arange(n), self.advised_actions()] = 1.0
+        return np.concatenate([obs, advice], axis=1)
 
     # ------------------------------------------------------------------ KPIs
     def episode_info(self) -> dict[str, float]:

@@ -44,7 +44,14 @@ from fieldrl.domains.rail.actions import (
     ROUTE,
     STOP,
 )
-from fieldrl.domains.rail.reservation import Cell, EpisodePlan, k_paths, start_free
+from fieldrl.domains.rail.reservation import (
+    Cell,
+    EpisodePlan,
+    k_paths,
+    planned_turn,
+    release_decisions,
+    slack_key,
+)
 from fieldrl.policies.base import Policy
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
@@ -184,39 +191,27 @@ class ReservationDispatcher(_Dispatcher):
 
     def priority(self, e: int, env: RailParallelEnv, i: int) -> tuple[float, ...]:
         agent = env.fl.agents[i]
-        speed = float(agent.speed_counter.max_speed)
-        travel = len(self.candidates(e, env, i)[0]) / speed
-        slack = agent.latest_arrival - env.fl._elapsed_steps - travel
         if self.order == "fifo":
             return (agent.earliest_departure, i)
+        slack = slack_key(env, i, len(self.candidates(e, env, i)[0]))
         if self.order == "speed":
-            return (-speed, slack, i)
-        return (slack, i)
+            return (-float(agent.speed_counter.max_speed), *slack)
+        return slack
 
     def decide(self, e: int, env: RailParallelEnv) -> dict[int, int]:
         plan = self.plans[e]
         plan.update()
-        out: dict[int, int] = {}
-        waiting = [int(i) for i in np.flatnonzero(env.pending == DISPATCH)]
-        t = env.fl._elapsed_steps
-        for i in sorted(waiting, key=lambda i: self.priority(e, env, i)):
-            paths = self.candidates(e, env, i)
-            speed = float(env.fl.agents[i].speed_counter.max_speed)
-            if self.cancel_late and t + len(paths[0]) / speed + 1 > env.max_steps:
-                out[i] = CANCEL
-                continue
-            free = next((p for p in paths if not plan.conflicts(p)), None)
-            if free is None or not start_free(env, i):
-                out[i] = HOLD
-                continue
-            plan.reserve(i, free)
-            out[i] = DEPART
+        out, paths = release_decisions(
+            env,
+            plan,
+            lambda i: self.candidates(e, env, i),
+            lambda i: self.priority(e, env, i),
+            self.cancel_late,
+        )
+        for i, path in paths.items():
+            plan.reserve(i, path)
         for i in np.flatnonzero(env.pending == ROUTE):
-            i = int(i)
-            nxt = plan.next_cell(i)
-            conf = env.config(i)
-            turn = env.net.turn_to(*conf, nxt) if (nxt is not None and conf is not None) else None
-            out[i] = LEFT + turn if turn is not None else self.shortest_turn(env, i)
+            out[int(i)] = planned_turn(env, plan, int(i))
         return out
 
 

@@ -119,6 +119,20 @@ class RailParams(BaseModel):
     shield_paths: int = Field(
         4, ge=1, le=10, description="Shortest paths a shielded departure may take (the first free one)."
     )
+    advice: bool = Field(
+        False,
+        description="semi mode, a learned entry's own design: show the policy what the priority dispatcher "
+        "would decide for the train now (its default settings, shield_paths paths), as 8 more observation "
+        "entries; the policy learns when to follow it. Dispatchers ignore it.",
+    )
+    team_reward: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="A learned entry's own design: share of each train's reward that is the team's mean "
+        "(0 = its own reward only, 1 = every train is rewarded with the team's mean, so waiting for others "
+        "is credited with what they gain).",
+    )
     curriculum: list[LevelIndex] = Field(
         default_factory=list,
         max_length=5,
@@ -134,6 +148,12 @@ class RailParams(BaseModel):
     def _shield_needs_semi(self) -> RailParams:
         if self.shield and self.mode != "semi":
             raise ValueError("shield applies to mode 'semi' only (monolithic trains choose every step)")
+        return self
+
+    @model_validator(mode="after")
+    def _advice_needs_semi(self) -> RailParams:
+        if self.advice and self.mode != "semi":
+            raise ValueError("advice applies to mode 'semi' only (the dispatcher's decisions are semi's)")
         return self
 
     @model_validator(mode="after")

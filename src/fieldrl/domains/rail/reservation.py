@@ -7,16 +7,20 @@ two such trains would meet head-on on a single track, the way Flatland deadlocks
 :class:`EpisodePlan` is that bookkeeping for one episode. The deadlock-avoiding and priority
 dispatchers (:mod:`fieldrl.domains.rail.heuristics`) decide with it; :class:`Shield` lets a learned
 policy decide while the same rule masks the departures and exits that would create a head-on
-conflict (shielded RL: Alshiekh et al., "Safe Reinforcement Learning via Shielding", AAAI 2018).
+conflict (shielded RL: Alshiekh et al., "Safe Reinforcement Learning via Shielding", AAAI 2018),
+and :meth:`Shield.advice` says what the priority dispatcher would decide in the learned policy's
+own state (the env's ``advice`` observation: a learned policy anchored on the dispatcher).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fieldrl.domains.rail.actions import CANCEL, DEPART, DISPATCH, HOLD, LEFT, NOOP, ROUTE
 from fieldrl.domains.rail.network import DC, DR, TURNS
 
 if TYPE_CHECKING:
@@ -134,6 +138,61 @@ class EpisodePlan:
         return path[at + 1] if at + 1 < len(path) else None
 
 
+def slack_key(env: RailParallelEnv, i: int, shortest: int) -> tuple[float, int]:
+    """Release order "least timetable slack first": steps to spare if train ``i`` left now on a
+    path of ``shortest`` cells (ties by train number)."""
+    agent = env.fl.agents[i]
+    travel = shortest / float(agent.speed_counter.max_speed)
+    return agent.latest_arrival - env.fl._elapsed_steps - travel, i
+
+
+def release_decisions(
+    env: RailParallelEnv,
+    plan: EpisodePlan,
+    candidates: Callable[[int], list[list[Cell]]],
+    priority: Callable[[int], tuple[float, ...]],
+    cancel_late: bool,
+) -> tuple[dict[int, int], dict[int, list[Cell]]]:
+    """The reservation dispatchers' decisions for the trains waiting to depart, and the path of
+    each departure (not yet reserved in ``plan``).
+
+    In ``priority`` order, a train that could no longer arrive before the step limit is cancelled
+    (with ``cancel_late``), one whose origin is occupied or whose every candidate path meets a
+    reservation head-on is held, and the others depart on their first free path, each such path
+    counting as reserved when the next train is checked.
+    """
+    out: dict[int, int] = {}
+    chosen: dict[int, list[Cell]] = {}
+    taken: Counter[tuple[Cell, Cell]] = Counter()
+    t = env.fl._elapsed_steps
+    for i in sorted((int(i) for i in np.flatnonzero(env.pending == DISPATCH)), key=priority):
+        paths = candidates(i)
+        speed = float(env.fl.agents[i].speed_counter.max_speed)
+        if cancel_late and t + len(paths[0]) / speed + 1 > env.max_steps:
+            out[i] = CANCEL
+            continue
+        free = None
+        if start_free(env, i):
+            free = next(
+                (p for p in paths if not plan.conflicts(p) and not any(taken[(b, a)] for a, b in edges(p))),
+                None,
+            )
+        if free is None:
+            out[i] = HOLD
+            continue
+        taken.update(edges(free))
+        chosen[i] = free
+        out[i] = DEPART
+    return out, chosen
+
+
+def planned_turn(env: RailParallelEnv, plan: EpisodePlan, i: int) -> int:
+    """Train ``i``'s exit at a switch: towards the next cell of its plan, else the one nearest its target."""
+    nxt, conf = plan.next_cell(i), env.config(i)
+    turn = env.net.turn_to(*conf, nxt) if (nxt is not None and conf is not None) else None
+    return LEFT + (turn if turn is not None else int(np.argmin(env.option_distances(i))))
+
+
 class Shield:
     """Masks a learned policy's departures and exits that the reservation rule forbids.
 
@@ -154,9 +213,7 @@ class Shield:
         env = self.env
         if not start_free(env, i):
             return None
-        if i not in self._candidates:
-            self._candidates[i] = k_paths(env, i, self.k)
-        return next((p for p in self._candidates[i] if not self.plan.conflicts(p, ignore=i)), None)
+        return next((p for p in self.candidates(i) if not self.plan.conflicts(p, ignore=i)), None)
 
     def exit_paths(self, i: int) -> list[list[Cell] | None]:
         """Per exit (left, forward, right): the path it commits train ``i`` to, None if forbidden.
@@ -184,6 +241,31 @@ class Shield:
             path = [(r, c), *greedy_path(env, i, (nr, nc, d_out))]
             if not self.plan.conflicts(path, ignore=i):
                 out[j] = path
+        return out
+
+    def candidates(self, i: int) -> list[list[Cell]]:
+        """Train ``i``'s ``k`` shortest paths from its origin (computed once per episode)."""
+        if i not in self._candidates:
+            self._candidates[i] = k_paths(self.env, i, self.k)
+        return self._candidates[i]
+
+    def advice(self) -> np.ndarray:
+        """What the priority dispatcher (``priority-reroute`` with its defaults: least slack first,
+        ``k`` paths, late trains cancelled) decides for every pending decision, from this plan.
+
+        One action per train (``NOOP`` where nothing is pending), decided as the dispatcher decides
+        (:func:`release_decisions`, :func:`planned_turn`), so a policy that always takes the advice
+        runs the dispatcher's episode (tested).
+        """
+        env = self.env
+        out = np.full(env.n, NOOP, dtype=np.int64)
+        decided, _ = release_decisions(
+            env, self.plan, self.candidates, lambda i: slack_key(env, i, len(self.candidates(i)[0])), True
+        )
+        for i, action in decided.items():
+            out[i] = action
+        for i in np.flatnonzero(env.pending == ROUTE):
+            out[i] = planned_turn(env, self.plan, int(i))
         return out
 
     def depart(self, i: int) -> bool:
