@@ -52,6 +52,8 @@ def test_rail_quick_scenario_runs_end_to_end(tmp_path):
         "priority reroute",
         "PPO (shared)",
         "PPO + imitation",
+        "PPO + dispatcher advice",
+        "sees what the priority dispatcher",  # the rail pages say what the advice is
         "Flatland 3 normalised reward",
         "semi-hierarchical",
         "semi-hierarchical-unshielded",
