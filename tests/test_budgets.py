@@ -45,8 +45,8 @@ def test_rail_levels_medium_budget_is_a_tenth_of_the_full_study():
 def test_demo_caps_the_rail_imitation_warm_start_and_leaves_entries_without_one():
     full = load_scenario("rail/quick")
     quick = full.with_budget("demo")
-    assert [e.imitate.episodes if e.imitate else None for e in full.policies.learned] == [None, 20]
-    assert [e.imitate.episodes if e.imitate else None for e in quick.policies.learned] == [None, 2]
+    assert [e.imitate.episodes if e.imitate else None for e in full.policies.learned] == [None, 20, 20]
+    assert [e.imitate.episodes if e.imitate else None for e in quick.policies.learned] == [None, 2, 2]
     assert quick.policies.learned[1].imitate.epochs == full.policies.learned[1].imitate.epochs
 
 
