@@ -121,7 +121,7 @@ def _with_hyperparameter(name: str, learned: int, key: str, value: Any, tmp_path
     ("name", "learned", "key", "value", "named"),
     [
         ("taxiway/quick", 0, "n_steps", 10**7, "hyperparameters.n_steps = 10000000"),
-        ("traffic/quick", 2, "buffer_size", 10**9, "hyperparameters.buffer_size = 1000000000"),  # DQN
+        ("traffic/quick", 3, "buffer_size", 10**9, "hyperparameters.buffer_size = 1000000000"),  # DQN
         ("chemo/quick", 0, "policy_kwargs", {"net_arch": [10**9, 64]}, "policies.learned[0]"),
     ],
 )

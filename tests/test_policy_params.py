@@ -37,7 +37,7 @@ def _traffic(own: dict | None = None) -> dict:
 @pytest.mark.parametrize(
     ("own", "field", "says"),
     [
-        ({"network": "grid"}, "params.network = 'grid'", "allowed: decision_s, reward_weights"),
+        ({"network": "grid"}, "params.network = 'grid'", "allowed: advice, decision_s, reward_weights"),
         ({"decision_s": 0}, "params.decision_s = 0", "greater than or equal to 1"),
         ({"reward_weights": {"speed": 1.0}}, "params.reward_weights", "unknown reward terms ['speed']"),
     ],

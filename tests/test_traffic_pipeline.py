@@ -32,6 +32,9 @@ def test_traffic_quick_runs_end_to_end_and_reports_both_modes(tmp_path, monkeypa
         "PPO",
         "PPO (Webster warm start)",
         "Warm start: behaviour-cloned from Webster",
+        "PPO + Webster advice",
+        "Webster (fieldrl controller)",
+        "sees which stage Webster's timing",  # the traffic pages say what the advice is
         "DQN",
     ):
         assert words in text, words
@@ -40,7 +43,7 @@ def test_traffic_quick_runs_end_to_end_and_reports_both_modes(tmp_path, monkeypa
     assert "with 95 % confidence intervals" not in text
     results = pd.read_parquet(out / "results.parquet")
     delays = results[results["metric"] == "person_delay_mean"].groupby("policy")["value"].mean()
-    assert (delays > 0).all() and len(delays) == 9
+    assert (delays > 0).all() and len(delays) == 11
     # every policy saw the same held-out demand days
     seeds = results.groupby("policy")["eval_seed"].apply(lambda s: tuple(sorted(set(s))))
     assert seeds.nunique() == 1

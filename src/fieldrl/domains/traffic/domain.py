@@ -39,6 +39,7 @@ class TrafficDomain(ParallelDomain[TrafficParams]):
     policy_params = {
         "decision_s": "seconds between the learned controller's decisions",
         "reward_weights": "the reward it trains on (weights of the reward terms; none: demand-adaptive)",
+        "advice": "whether it sees the stage Webster's program would show now (and may follow it)",
     }
     tunable_policy_params = {
         "decision_s": {"3": 3, "5": 5, "10": 10, "15": 15},

@@ -136,6 +136,13 @@ class TrafficEnv(ParallelEnv):
         self.n_lanes = max(len(lay.in_lanes) for lay in self.layouts)
         self.n_crossings = max(len(lay.crossings) for lay in self.layouts)
         self.obs_dim = self.n_stages + 2 + 2 * self.n_lanes + 2 * self.n_crossings
+        #: per junction, Webster's greens (seconds per stage) and stage order (read when first asked)
+        self._webster: dict[str, tuple[dict[int, int], dict[int, int]]] | None = None
+        #: with ``params.advice`` :meth:`advised_stage` is shown one-hot after the rest of the observation
+        self.advice = bool(params.advice)
+        if self.advice:
+            self._webster = self._webster_plan()
+            self.obs_dim += self.n_stages
         self.timing = Timing(
             params.min_green_s, params.max_green_s, params.yellow_s, params.all_red_s, params.ped_clearance_s
         )
@@ -159,17 +166,43 @@ class TrafficEnv(ParallelEnv):
         files = list(self.source.additional_files) if self.source is not None else []
         files.append(programs.actuated_file(self.net_file, self.sumo_programs, p.min_green_s, p.max_green_s))
         if not self._own_routes():
-            files.append(
-                programs.webster_file(
-                    self.net_file,
-                    [m.period() for m in p.periods],
-                    p.yellow_s,
-                    p.all_red_s,
-                    p.min_green_s,
-                    p.ped_clearance_s,
-                )
-            )
+            files.append(self._webster_file())
         return files
+
+    def _webster_file(self) -> Path:
+        p = self.params
+        periods = [m.period() for m in p.periods]
+        return programs.webster_file(
+            self.net_file, periods, p.yellow_s, p.all_red_s, p.min_green_s, p.ped_clearance_s
+        )
+
+    def _webster_plan(self) -> dict[str, tuple[dict[int, int], dict[int, int]]]:
+        if self._own_routes():
+            raise ValueError(
+                "Webster's timing (advice, webster-timed) needs SUMO's Webster program, built only for "
+                "generated demand (this network brings its own route files)"
+            )
+        phases = programs.program_phases(self._webster_file(), "webster")
+        return {lay.tls: programs.stage_plan(phases[lay.tls], lay.states) for lay in self.layouts}
+
+    def advised_stage(self, agent: str) -> int:
+        """The stage Webster's timing asks junction ``agent`` for now (generated demand only).
+
+        Webster's splits run on fieldrl's own controller: keep the stage until it has had its
+        Webster green, then ask for the stage Webster shows next (during a change: its target).
+        Timed from the controller's green, not the clock, so the controller's own clearances
+        (which the program's may not match) do not push the two out of step. A policy that always
+        asks for it is Webster's timing under fieldrl's control (within the clearances).
+        """
+        if self._webster is None:
+            self._webster = self._webster_plan()
+        green, following = self._webster[agent]
+        ctl = self.controllers[agent]
+        if ctl.in_transition:
+            return ctl.target
+        if ctl.stage not in green:  # a stage Webster never shows (the pedestrian stage)
+            return next(iter(following), ctl.stage)
+        return ctl.stage if ctl.green_time < green[ctl.stage] else following[ctl.stage]
 
     def _own_routes(self) -> tuple[Path, ...]:
         return self.source.route_files if self.source is not None else ()
@@ -404,6 +437,8 @@ class TrafficEnv(ParallelEnv):
             waits = self._crossing_wait.get(crossing, ())
             out[base + k] = min(len(waits) / 10.0, 1.0)
             out[base + self.n_crossings + k] = min(max(waits, default=0.0) / 120.0, 1.0)
+        if self.advice:
+            out[base + 2 * self.n_crossings + self.advised_stage(agent)] = 1.0
         return out
 
     def action_mask(self, agent: str) -> np.ndarray:

@@ -121,6 +121,16 @@ class SumoProgram(_EnvPolicy):
         return out
 
 
+class WebsterTimed(_EnvPolicy):
+    """Webster's cycle and splits (the ``webster`` program's) run on fieldrl's own stage
+    controller: each stage keeps its Webster green, then the next stage Webster shows is asked
+    for. Unlike the SUMO program it pays the controller's clearances, all-red included, as every
+    controller fieldrl drives does (see ``TrafficEnv.advised_stage``)."""
+
+    def choose(self, env: TrafficEnv, agent: str) -> int:
+        return env.advised_stage(agent)
+
+
 def _best(scores: list[float], mask: np.ndarray, current: int) -> int:
     allowed = [k for k in range(len(scores)) if mask[k]]
     if len(allowed) == 1:
@@ -235,6 +245,12 @@ HEURISTICS: dict[str, HeuristicSpec] = {
         "Fixed-time with Webster cycle and splits for the busiest period (SUMO tlsCycleAdaptation.py), "
         "pedestrian walk and clearance minimums kept.",
         # SUMO runs its own program and ignores the actions; a warm start learns the stages it showed
+    ),
+    "webster-timed": HeuristicSpec(
+        NoSettings,
+        lambda s, p, name: WebsterTimed(name),
+        "Webster's cycle and splits run on fieldrl's signal controller, with the same clearances "
+        "(all-red included) as every controller it drives; generated demand only.",
     ),
     "actuated": HeuristicSpec(
         ActuatedSettings,

@@ -144,6 +144,11 @@ class TrafficParams(_Strict):
     reward_weights: dict[str, float] | None = Field(
         None, description=f"Weights of reward terms {sorted(TERMS)}; None = demand-adaptive defaults."
     )
+    advice: bool = Field(
+        False,
+        description="A learned entry's own design: show it, for each junction, the stage SUMO's Webster "
+        "program would ask for now (one-hot after the rest of the observation); generated demand only.",
+    )
     traci: bool = Field(False, description="Run SUMO over TraCI instead of in-process libsumo.")
     gui: bool = Field(False, description="Show sumo-gui (needs traci: true and a display).")
 

@@ -105,3 +105,37 @@ def webster_file(
     write_atomic(path, restore_pedestrian_minimums(tmp.read_text(), min_green_s, ped_clearance_s))
     tmp.unlink()
     return path
+
+
+def program_phases(path: Path, program_id: str) -> dict[str, Program]:
+    """Per junction, the ``(duration, state)`` phases of program ``program_id`` in a SUMO
+    additional file fieldrl wrote (the Webster file above)."""
+    import xml.etree.ElementTree as ET
+
+    out: dict[str, Program] = {}
+    for logic in ET.parse(path).getroot().iter("tlLogic"):
+        if logic.get("programID") == program_id:
+            out[str(logic.get("id"))] = [
+                (float(ph.get("duration", 0)), str(ph.get("state"))) for ph in logic.iter("phase")
+            ]
+    return out
+
+
+def stage_plan(phases: Program, stages: list[str]) -> tuple[dict[int, int], dict[int, int]]:
+    """A program's timing as a stage controller can run it: per stage it shows, the seconds of
+    green it gives that stage in a cycle, and the stage it shows next.
+
+    Phases that show none of ``stages`` (clearances, yellows, all-reds) are the controller's own
+    transitions and are left out; so is a stage the program never shows.
+    """
+    shown = [stages.index(state) for _, state in phases if state in stages]
+    green: dict[int, int] = {}
+    for duration, state in phases:
+        if state in stages:
+            k = stages.index(state)
+            green[k] = green.get(k, 0) + int(round(duration))
+    following: dict[int, int] = {}
+    for j, k in enumerate(shown):
+        nxt = next((x for x in shown[j + 1 :] + shown[: j + 1] if x != k), k)
+        following.setdefault(k, nxt)
+    return green, following
