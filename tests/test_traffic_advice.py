@@ -95,3 +95,23 @@ def test_advice_env_passes_the_conformance_suites():
         sb3_check_env(single, warn=True)
     finally:
         single.close()
+
+
+COLOGNE = {
+    "net_file": "sumo-rl:RESCO/cologne1/cologne1.net.xml",
+    "route_file": "sumo-rl:RESCO/cologne1/cologne1.rou.xml",
+}
+
+
+def test_webster_timing_is_refused_where_the_network_brings_its_own_routes():
+    from pydantic import ValidationError
+
+    from fieldrl.domains.traffic import DOMAIN
+
+    with pytest.raises(ValidationError, match="advice shows Webster's timing, which fieldrl builds only"):
+        TrafficParams(**COLOGNE, advice=True)
+    own = TrafficParams(**COLOGNE)
+    for use in ("webster", "webster-timed"):
+        assert "its own routes" in DOMAIN.heuristic_problem(use, own)
+        assert DOMAIN.heuristic_problem(use, TrafficParams(periods=SHORT)) is None
+    assert DOMAIN.heuristic_problem("max-pressure", own) is None

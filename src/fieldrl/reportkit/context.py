@@ -136,6 +136,13 @@ class ReportContext:
         """The scenario's learned entries, in its order."""
         return [PolicyInfo(e.label, "learned", e.algorithm) for e in self.scenario.policies.learned]
 
+    def learned_setting(self, name: str) -> str:
+        """The labels of the learned entries whose own ``params`` turn setting ``name`` on, joined
+        for a sentence ("" if none)."""
+        return ", ".join(
+            e.label for e in self.scenario.policies.learned if (getattr(e, "params", None) or {}).get(name)
+        )
+
     def heuristic_label(self, *uses: str) -> str | None:
         """The label of the first heuristic entry that runs one of the heuristics ``uses``; None if none."""
         return next((h.label for h in self.heuristics() if h.method in uses), None)

@@ -233,11 +233,10 @@ def report_section(ctx: ReportContext) -> list[Any]:
                 "on their own rules. Circular waits at junctions are not ruled out by the shield."
             )
         )
-    advised = [e.label for e in ctx.scenario.policies.learned if getattr(e, "params", {}).get("advice")]
-    if advised:
+    if advised := ctx.learned_setting("advice"):
         story.append(
             ctx.para(
-                f"{', '.join(advised)}: at every decision the policy also sees what the priority dispatcher "
+                f"{advised}: at every decision the policy also sees what the priority dispatcher "
                 "(its default settings) would decide for that train in the present state, and may follow "
                 "it or not. A policy that always follows it runs exactly the dispatcher's episode. Where it "
                 "scores like priority reroute it has learned (or kept) the dispatcher's decisions; what it "

@@ -59,6 +59,15 @@ class TrafficDomain(ParallelDomain[TrafficParams]):
     #: libsumo runs one simulation per process: the runner evaluates one episode at a time
     eval_batch_size = 1
 
+    def heuristic_problem(self, use: str, params: TrafficParams) -> str | None:
+        """Webster's program (``webster``, ``webster-timed``) exists only for generated demand."""
+        if use in ("webster", "webster-timed") and self.checked_params(params).own_demand:
+            return (
+                f"{use} runs the Webster program fieldrl computes for generated demand; this network brings "
+                "its own routes (route_file, or a sumocfg or RESCO network naming route files)"
+            )
+        return None
+
     def make_parallel_env(self, params: TrafficParams, training: bool = False) -> TrafficEnv:
         from fieldrl.domains.traffic.env import TrafficEnv
 

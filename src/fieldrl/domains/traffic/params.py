@@ -269,6 +269,11 @@ class TrafficParams(_Strict):
                 f"begin_s ({self.begin_s}) needs your own routes (route_file, or a sumocfg or RESCO network "
                 "naming route files); generated demand starts at 0"
             )
+        if self.advice and self.own_demand:
+            raise ValueError(
+                "advice shows Webster's timing, which fieldrl builds only for generated demand; this network "
+                "brings its own routes (route_file, or a sumocfg or RESCO network naming route files)"
+            )
         return self
 
     @property

@@ -268,11 +268,10 @@ def report_section(ctx: ReportContext) -> list[Any]:
             "are zero and the pedestrian charts are left out."
         )
     story.append(ctx.para(intro))
-    advised = [e.label for e in ctx.scenario.policies.learned if getattr(e, "params", {}).get("advice")]
-    if advised:
+    if advised := ctx.learned_setting("advice"):
         story.append(
             ctx.para(
-                f"{', '.join(advised)}: at every decision the policy also sees which stage Webster's timing "
+                f"{advised}: at every decision the policy also sees which stage Webster's timing "
                 "(the Webster program's greens, run on fieldrl's own signal controller with its clearances) "
                 "would ask for at that junction now, and may follow it or not. A policy that always follows "
                 "it runs Webster's timing; what it adds is only where it chose otherwise."
