@@ -47,7 +47,8 @@ def test_a_policy_that_always_follows_the_advice_is_the_priority_dispatcher(leve
     followed = _follow_advice(level, seed, shield)
     dispatched = _dispatch(level, seed)
     assert followed == dispatched
-    assert 0 < followed["arrived"] < 100 or level == 1  # a real episode, not a trivial one
+    assert 0 < followed["arrived"] < 100  # some trains arrived and some did not: the decisions mattered
+    assert followed["cancelled"] > 0 or followed["delay"] > 0
 
 
 def test_the_dispatchers_demonstrations_show_their_own_decision_as_advice():
