@@ -50,6 +50,7 @@ from fieldrl.domains.rail.reservation import (
     k_paths,
     planned_turn,
     release_decisions,
+    shortest_turn,
     slack_key,
 )
 from fieldrl.policies.base import Policy
@@ -117,9 +118,7 @@ class _Dispatcher(Policy):
     def decide(self, e: int, env: RailParallelEnv) -> dict[int, int]:
         raise NotImplementedError
 
-    @staticmethod
-    def shortest_turn(env: RailParallelEnv, i: int) -> int:
-        return LEFT + int(np.argmin(env.option_distances(i)))
+    shortest_turn = staticmethod(shortest_turn)
 
 
 class ShortestPath(_Dispatcher):

@@ -186,11 +186,16 @@ def release_decisions(
     return out, chosen
 
 
+def shortest_turn(env: RailParallelEnv, i: int) -> int:
+    """Train ``i``'s exit at a switch nearest its target."""
+    return LEFT + int(np.argmin(env.option_distances(i)))
+
+
 def planned_turn(env: RailParallelEnv, plan: EpisodePlan, i: int) -> int:
     """Train ``i``'s exit at a switch: towards the next cell of its plan, else the one nearest its target."""
     nxt, conf = plan.next_cell(i), env.config(i)
     turn = env.net.turn_to(*conf, nxt) if (nxt is not None and conf is not None) else None
-    return LEFT + (turn if turn is not None else int(np.argmin(env.option_distances(i))))
+    return LEFT + turn if turn is not None else shortest_turn(env, i)
 
 
 class Shield:

@@ -128,12 +128,11 @@ def stage_plan(phases: Program, stages: list[str]) -> tuple[dict[int, int], dict
     Phases that show none of ``stages`` (clearances, yellows, all-reds) are the controller's own
     transitions and are left out; so is a stage the program never shows.
     """
-    shown = [stages.index(state) for _, state in phases if state in stages]
+    shown_for = [(stages.index(state), duration) for duration, state in phases if state in stages]
     green: dict[int, int] = {}
-    for duration, state in phases:
-        if state in stages:
-            k = stages.index(state)
-            green[k] = green.get(k, 0) + int(round(duration))
+    for k, duration in shown_for:
+        green[k] = green.get(k, 0) + int(round(duration))
+    shown = [k for k, _ in shown_for]
     following: dict[int, int] = {}
     for j, k in enumerate(shown):
         nxt = next((x for x in shown[j + 1 :] + shown[: j + 1] if x != k), k)
