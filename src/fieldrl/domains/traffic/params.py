@@ -136,7 +136,14 @@ class TrafficParams(_Strict):
     min_green_s: int = Field(10, ge=1, le=120)
     max_green_s: int = Field(90, ge=5, le=600)
     yellow_s: int = Field(3, ge=0, le=10)
-    all_red_s: int = Field(1, ge=0, le=10)
+    all_red_s: int = Field(
+        1,
+        ge=0,
+        le=10,
+        description="All-red seconds closing every stage change under fieldrl's controller (learned "
+        "policies and the controllers fieldrl drives). SUMO's programs keep their own phases; the ones "
+        "netconvert generates have none, so 0 puts every controller on the same intergreen there.",
+    )
     ped_clearance_s: int = Field(5, ge=0, le=60, description="Crossings red before the vehicle yellow.")
     pedestrian_stage: bool = Field(
         True, description="Offer an exclusive pedestrian stage (all vehicles red, all crossings green)."
@@ -249,6 +256,11 @@ class TrafficParams(_Strict):
         if self.net_file is not None:
             return NetworkSource(resolve_file(self.net_file), routes)
         return None
+
+    @property
+    def generated_programs(self) -> bool:
+        """True when netconvert built the network's signal programs here (generated or OSM networks)."""
+        return self.net_file is None and self.sumocfg is None and self.resco is None
 
     @property
     def own_demand(self) -> bool:

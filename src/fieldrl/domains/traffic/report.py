@@ -245,6 +245,28 @@ def _fairness_block(ctx: ReportContext, variant: str, order: list[str], colors: 
     )
 
 
+def intergreen_note(params: Any) -> str:
+    """How signals change stage, so a reader can tell whether every controller paid the same."""
+    p = params
+    ours = (
+        f"Every stage change under fieldrl's own signal controller (the learned policies and the "
+        f"controllers fieldrl decides for: max-pressure, longest-queue-first, pedestrian-actuated, "
+        f"Webster's timing on fieldrl's controller) runs {p.ped_clearance_s} s of pedestrian clearance, "
+        f"{p.yellow_s} s of yellow and {p.all_red_s} s of all-red, and keeps each green "
+        f"{p.min_green_s}-{p.max_green_s} s. SUMO's programs (fixed-time, Webster, actuated) run their "
+        "own phases."
+    )
+    if p.all_red_s and p.generated_programs:
+        return ours + (
+            " The programs SUMO generates for this network have no all-red, so every controller fieldrl "
+            f"drives pays {p.all_red_s} s more per stage change than they do: the comparison is not on "
+            "equal intergreens."
+        )
+    if p.generated_programs:
+        return ours + " The programs SUMO generates for this network have no all-red either."
+    return ours
+
+
 def report_section(ctx: ReportContext) -> list[Any]:
     styles = ctx.styles
     story: list[Any] = [Paragraph("Vehicles and pedestrians", styles["Heading2"])]
@@ -268,6 +290,7 @@ def report_section(ctx: ReportContext) -> list[Any]:
             "are zero and the pedestrian charts are left out."
         )
     story.append(ctx.para(intro))
+    story.append(ctx.para(intergreen_note(first)))
     if advised := ctx.learned_setting("advice"):
         story.append(
             ctx.para(
