@@ -249,12 +249,12 @@ def intergreen_note(params: Any) -> str:
     """How signals change stage, so a reader can tell whether every controller paid the same."""
     p = params
     ours = (
-        f"Every stage change under fieldrl's own signal controller (the learned policies and the "
-        f"controllers fieldrl decides for: max-pressure, longest-queue-first, pedestrian-actuated, "
-        f"Webster's timing on fieldrl's controller) runs {p.ped_clearance_s} s of pedestrian clearance, "
-        f"{p.yellow_s} s of yellow and {p.all_red_s} s of all-red, and keeps each green "
-        f"{p.min_green_s}-{p.max_green_s} s. SUMO's programs (fixed-time, Webster, actuated) run their "
-        "own phases."
+        "Every stage change under fieldrl's own signal controller (the learned policies and the "
+        "controllers fieldrl decides for: max-pressure, longest-queue-first, pedestrian-actuated, "
+        f"Webster's timing on fieldrl's controller) runs {p.ped_clearance_s} s of pedestrian clearance "
+        f"(where a crossing loses its green), {p.yellow_s} s of yellow and {p.all_red_s} s of all-red, "
+        f"and keeps each green {p.min_green_s}-{p.max_green_s} s. SUMO's programs (fixed-time, "
+        "Webster, actuated) run their own phases."
     )
     if p.all_red_s and p.generated_programs:
         return ours + (
