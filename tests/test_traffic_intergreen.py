@@ -1,8 +1,8 @@
 """Every controller changes stage on the same intergreen, and the report says which it was.
 
-fieldrl's controller closes each change with ``all_red_s`` of all-red; the programs netconvert and
-Webster's tool generate have none. The shipped scenarios on generated networks set ``all_red_s: 0``
-so the comparison is on equal terms; the report states the intervals either way.
+fieldrl's controller closes each change with ``all_red_s`` of all-red after the yellow; the SUMO
+programs fieldrl builds for generated networks (netgenerate's fixed-time, Webster's, the actuated
+copy) carry the same all-red, so no side of a comparison pays a clearance the other does not.
 """
 
 from __future__ import annotations
@@ -29,13 +29,28 @@ def _all_red_phases(states: list[str]) -> list[str]:
     return [s for s in states if not any(c in GREEN or c == "y" for c in s)]
 
 
+def _all_red_after_each_yellow(phases: list[tuple[float, str]]) -> list[float]:
+    """Per yellow phase, the seconds of all-red that follow it (0 if a green follows)."""
+    out = []
+    for k, (_, state) in enumerate(phases):
+        if "y" in state:
+            duration, after = phases[(k + 1) % len(phases)]
+            out.append(duration if after in _all_red_phases([after]) else 0.0)
+    return out
+
+
+@pytest.mark.parametrize("all_red_s", [0, 1, 2])
 @pytest.mark.parametrize("network", ["single", "grid"])
-def test_generated_programs_have_no_all_red(network):
-    env = TrafficEnv(TrafficParams(periods=SHORT, network=network))
-    webster = program_phases(env._webster_file(), "webster")
-    assert webster and all(not _all_red_phases([s for _, s in p]) for p in webster.values())
-    native = program_phases(env.net_file, "0")
-    assert native and all(not _all_red_phases([s for _, s in p]) for p in native.values())
+def test_sumo_programs_fieldrl_builds_carry_the_scenarios_all_red(network, all_red_s):
+    env = TrafficEnv(TrafficParams(periods=SHORT, network=network, all_red_s=all_red_s))
+    files = {"0": env.net_file, "webster": env._webster_file(), "actuated": env._additional_files()[0]}
+    for program_id, path in files.items():
+        programs = program_phases(path, program_id)
+        assert sorted(programs) == sorted(env.possible_agents), program_id
+        for phases in programs.values():
+            after = _all_red_after_each_yellow(phases)
+            assert after and all(s == all_red_s for s in after), (program_id, phases)
+    assert [lay.n_stages for lay in env.layouts] == [3] * len(env.layouts)  # all-reds are not stages
 
 
 @pytest.mark.parametrize("all_red_s", [0, 1, 2])
@@ -47,16 +62,16 @@ def test_fieldrl_controller_pays_exactly_all_red_s(all_red_s):
     assert len(_all_red_phases(plan)) == all_red_s
 
 
-@pytest.mark.parametrize("name", ["traffic/quick", "traffic/grid-pedestrians", "traffic/arterial-surge"])
-def test_shipped_generated_scenarios_use_the_programs_intergreen(name):
-    params = TrafficParams(**load_scenario(name).params)
-    assert params.generated_programs and params.all_red_s == 0
-    assert "no all-red either" in intergreen_note(params)
-
-
-def test_report_says_when_intergreens_differ():
-    unequal = intergreen_note(TrafficParams(periods=SHORT, network="single", all_red_s=1))
-    assert "1 s of all-red" in unequal and "not on equal intergreens" in unequal
+@pytest.mark.parametrize("all_red_s", [0, 1])
+def test_report_states_the_shared_intergreen(all_red_s):
+    note = intergreen_note(TrafficParams(periods=SHORT, network="single", all_red_s=all_red_s))
+    assert f"{all_red_s} s of all-red," in note and "the same intergreen" in note
     resco = TrafficParams(resco="cologne1", all_red_s=0)
     assert not resco.generated_programs
-    assert "SUMO's programs (fixed-time, Webster, actuated) run their own phases." in intergreen_note(resco)
+    assert "network's own programs define" in intergreen_note(resco)
+
+
+@pytest.mark.parametrize("name", ["traffic/quick", "traffic/grid-pedestrians", "traffic/arterial-surge"])
+def test_shipped_generated_scenarios_share_one_intergreen(name):
+    params = TrafficParams(**load_scenario(name).params)
+    assert params.generated_programs and "the same intergreen" in intergreen_note(params)

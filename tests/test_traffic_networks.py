@@ -102,7 +102,8 @@ def test_an_openstreetmap_extract_is_converted_by_netconvert_and_runs_with_gener
     net = net_file_for(params)
     assert net.parent.name == "osm" and net.read_text().count("<tlLogic") == 2
     before = net.stat().st_mtime_ns
-    assert convert_osm(osm) == net and net.stat().st_mtime_ns == before  # cached by content
+    assert convert_osm(osm, params.all_red_s) == net and net.stat().st_mtime_ns == before  # cached by content
+    assert convert_osm(osm, 0) != net  # the all-red is part of the programs netconvert builds
     env = TrafficEnv(params)
     assert len(env.possible_agents) == 2 and any(lay.crossings for lay in env.layouts)
     info = play(params, 24)

@@ -41,7 +41,9 @@ def net_file_for(params: TrafficParams) -> Path:
     source = params.network_source()
     if source is not None:
         return source.net_file
-    opts = NetworkOptions(params.network, params.block_m, params.arm_m, params.lanes + 1)
+    opts = NetworkOptions(
+        params.network, params.block_m, params.arm_m, params.lanes + 1, all_red_s=params.all_red_s
+    )
     return build_network(opts)
 
 

@@ -67,6 +67,9 @@ class NetworkOptions:
     arm_m: float = 150.0
     lanes: int = 2
     speed_ms: float = 13.89
+    #: all-red seconds after each yellow of netgenerate's fixed-time programs (the scenario's
+    #: ``all_red_s``, so SUMO's programs change stage on the same intergreen as fieldrl's controller)
+    all_red_s: int = 0
 
     def junction_ids(self) -> list[str]:
         nx, ny = LAYOUTS[self.layout]
@@ -95,6 +98,7 @@ def build_network(opts: NetworkOptions) -> Path:
         "--walkingareas",
         "--tls.set", ",".join(opts.junction_ids()),
         "--tls.default-type", "static",
+        "--tls.allred.time", str(opts.all_red_s),
         "--no-turnarounds", "true",
         "--seed", "1",
         "--output-file", tmp,
@@ -211,21 +215,23 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()[:12]
 
 
-def convert_osm(osm_file: Path) -> Path:
+def convert_osm(osm_file: Path, all_red_s: int = 0) -> Path:
     """Convert an OpenStreetMap extract with SUMO's ``netconvert`` (or reuse the cached result).
 
     The cached file is named by a hash of the extract's content and the options
-    (:data:`OSM_OPTIONS`), never by the user's path, so it always lands inside the cache folder.
+    (:data:`OSM_OPTIONS`, ``all_red_s``: the all-red after each yellow of the fixed-time programs
+    it builds), never by the user's path, so it always lands inside the cache folder.
 
     :raises RuntimeError: netconvert failed (its last message).
     """
-    path = cache_root() / "osm" / f"osm-{digest([file_digest(osm_file), OSM_OPTIONS])}.net.xml"
+    options = (*OSM_OPTIONS, "--tls.allred.time", str(all_red_s))
+    path = cache_root() / "osm" / f"osm-{digest([file_digest(osm_file), options])}.net.xml"
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".net.xml")
     os.close(fd)
-    cmd = [sumo.binary("netconvert"), "--osm-files", str(osm_file), *OSM_OPTIONS, "--output-file", tmp]
+    cmd = [sumo.binary("netconvert"), "--osm-files", str(osm_file), *options, "--output-file", tmp]
     result = subprocess.run(
         cmd, capture_output=True, text=True, env={**os.environ, "SUMO_HOME": str(sumo.SUMO_HOME)}
     )

@@ -140,9 +140,9 @@ class TrafficParams(_Strict):
         1,
         ge=0,
         le=10,
-        description="All-red seconds closing every stage change under fieldrl's controller (learned "
-        "policies and the controllers fieldrl drives). SUMO's programs keep their own phases; the ones "
-        "netconvert generates have none, so 0 puts every controller on the same intergreen there.",
+        description="All-red seconds after each yellow, for every controller: fieldrl's own (learned "
+        "policies and the controllers fieldrl drives) and the SUMO programs fieldrl builds for generated "
+        "and OpenStreetMap networks. A network file's own programs keep their own phases.",
     )
     ped_clearance_s: int = Field(5, ge=0, le=60, description="Crossings red before the vehicle yellow.")
     pedestrian_stage: bool = Field(
@@ -252,14 +252,15 @@ class TrafficParams(_Strict):
             cfg = read_sumocfg(self._config_path())
             return NetworkSource(cfg.net_file, cfg.route_files, cfg.additional_files)
         if self.osm_file is not None:
-            return NetworkSource(convert_osm(resolve_file(self.osm_file)), routes)
+            return NetworkSource(convert_osm(resolve_file(self.osm_file), self.all_red_s), routes)
         if self.net_file is not None:
             return NetworkSource(resolve_file(self.net_file), routes)
         return None
 
     @property
     def generated_programs(self) -> bool:
-        """True when netconvert built the network's signal programs here (generated or OSM networks)."""
+        """True when netgenerate or netconvert built the network's signal programs here (generated or
+        OSM networks), with ``all_red_s`` after each yellow."""
         return self.net_file is None and self.sumocfg is None and self.resco is None
 
     @property

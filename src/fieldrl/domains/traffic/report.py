@@ -246,25 +246,25 @@ def _fairness_block(ctx: ReportContext, variant: str, order: list[str], colors: 
 
 
 def intergreen_note(params: Any) -> str:
-    """How signals change stage, so a reader can tell whether every controller paid the same."""
+    """How signals change stage, so a reader can tell that every controller paid the same."""
     p = params
     ours = (
         "Every stage change under fieldrl's own signal controller (the learned policies and the "
         "controllers fieldrl decides for: max-pressure, longest-queue-first, pedestrian-actuated, "
         f"Webster's timing on fieldrl's controller) runs {p.ped_clearance_s} s of pedestrian clearance "
         f"(where a crossing loses its green), {p.yellow_s} s of yellow and {p.all_red_s} s of all-red, "
-        f"and keeps each green {p.min_green_s}-{p.max_green_s} s. SUMO's programs (fixed-time, "
-        "Webster, actuated) run their own phases."
+        f"and keeps each green {p.min_green_s}-{p.max_green_s} s."
     )
-    if p.all_red_s and p.generated_programs:
-        return ours + (
-            " The programs SUMO generates for this network have no all-red, so every controller fieldrl "
-            f"drives pays {p.all_red_s} s more per stage change than they do: the comparison is not on "
-            "equal intergreens."
-        )
     if p.generated_programs:
-        return ours + " The programs SUMO generates for this network have no all-red either."
-    return ours
+        return ours + (
+            " SUMO's programs (fixed-time, Webster, actuated) were built for this network with the same "
+            f"{p.all_red_s} s of all-red after each yellow, so every controller changes stage on the same "
+            "intergreen."
+        )
+    return ours + (
+        " SUMO's programs (fixed-time, Webster, actuated) run the phases this network's own programs "
+        "define, their clearances included."
+    )
 
 
 def report_section(ctx: ReportContext) -> list[Any]:
