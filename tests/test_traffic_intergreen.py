@@ -12,7 +12,7 @@ import pytest
 from fieldrl.domains.traffic.env import TrafficEnv
 from fieldrl.domains.traffic.params import PeriodModel, TrafficParams
 from fieldrl.domains.traffic.programs import program_phases
-from fieldrl.domains.traffic.report import intergreen_note
+from fieldrl.domains.traffic.report import NETCONVERT_YELLOW_CLEARANCE, intergreen_note
 from fieldrl.domains.traffic.signals import GREEN, StageController
 from fieldrl.scenario import load_scenario
 
@@ -50,6 +50,8 @@ def test_sumo_programs_fieldrl_builds_carry_the_scenarios_all_red(network, all_r
         for phases in programs.values():
             after = _all_red_after_each_yellow(phases)
             assert after and all(s == all_red_s for s in after), (program_id, phases)
+            yellows = [d for d, s in phases if "y" in s]
+            assert yellows and all(d == NETCONVERT_YELLOW_CLEARANCE[0] for d in yellows), (program_id, phases)
     assert [lay.n_stages for lay in env.layouts] == [3] * len(env.layouts)  # all-reds are not stages
 
 
@@ -66,6 +68,9 @@ def test_fieldrl_controller_pays_exactly_all_red_s(all_red_s):
 def test_report_states_the_shared_intergreen(all_red_s):
     note = intergreen_note(TrafficParams(periods=SHORT, network="single", all_red_s=all_red_s))
     assert f"{all_red_s} s of all-red," in note and "the same intergreen" in note
+    longer_yellow = intergreen_note(TrafficParams(periods=SHORT, network="single", yellow_s=4))
+    assert "the same intergreen" not in longer_yellow
+    assert "netconvert's defaults (3 s and 5 s)" in longer_yellow
     resco = TrafficParams(resco="cologne1", all_red_s=0)
     assert not resco.generated_programs
     assert "network's own programs define" in intergreen_note(resco)
