@@ -134,7 +134,7 @@ def test_tuning_trains_each_trial_with_its_sampled_params(write_scenario, tmp_pa
     )
     frame = tuning.trials_frame(tmp_path / "t").sort_values("number").to_dict("records")
     first, second = frame
-    assert first["handset"] and json.loads(first["policy_params"]) == {}  # the entry's own, as written
+    assert first["handset"] and json.loads(first["policy_params"]) == {"decision_s": 10}  # the entry's own
     assert json.loads(first["params"])["params.decision_s"] == "10"
     sampled = json.loads(second["params"])
     domain = get_domain("traffic")
@@ -144,7 +144,37 @@ def test_tuning_trains_each_trial_with_its_sampled_params(write_scenario, tmp_pa
     }
     study = result.studies["PPO"]
     written = yaml.safe_load((tmp_path / "t" / study["file"]).read_text())
-    if study["best_is_handset"]:
-        assert "params" not in written
-    else:
-        assert written["params"] == json.loads(second["policy_params"])
+    winner = first if study["best_is_handset"] else second
+    assert written["params"] == json.loads(winner["policy_params"])
+
+
+@pytest.mark.slow
+def test_a_winning_hand_set_trial_keeps_the_params_an_earlier_study_chose(write_scenario, tmp_path):
+    """The hand-set trial runs the entry as loaded, with the reward an earlier tuned file chose;
+    the file written when it wins must reproduce that, not fall back to the reward the scenario
+    itself wrote, which no trial scored."""
+    data = _traffic({"decision_s": 10, "reward_weights": {"vehicle_delay": 1.0, "pedestrian_delay": 1.0}})
+    data["params"]["periods"] = [
+        {"name": "peak", "duration_s": 240, "vehicles_main": 500, "vehicles_side": 250, "pedestrians": 300}
+    ]
+    (tmp_path / "tuned").mkdir()
+    earlier = {
+        "algorithm": "maskable-ppo",
+        "params": {"reward_weights": {"queue": 1.0}},
+        "study": {"study": "an earlier study", "trials": 8},
+    }
+    (tmp_path / "tuned" / "earlier.yaml").write_text(yaml.safe_dump(earlier))
+    data["policies"]["learned"][0]["tuned"] = "tuned/earlier.yaml"
+    file = write_scenario(data)
+    # one trial: the hand-set one, which therefore wins
+    result = tuning.tune(
+        file, 1, out=tmp_path / "t", budget="demo", policies=["PPO"], train_steps=256, show_progress=False
+    )
+    study = result.studies["PPO"]
+    assert study["best_is_handset"]
+    written = yaml.safe_load((tmp_path / "t" / study["file"]).read_text())
+    assert written["params"] == {"decision_s": 10, "reward_weights": {"queue": 1.0}}
+    (tmp_path / "tuned" / "again.yaml").write_text((tmp_path / "t" / study["file"]).read_text())
+    data["policies"]["learned"][0]["tuned"] = "tuned/again.yaml"
+    again = load_scenario(write_scenario(data, "again.yaml")).policies.learned[0]
+    assert again.params["reward_weights"] == {"queue": 1.0}

@@ -140,6 +140,18 @@ def _handset_params(
     return sample
 
 
+def _own_tunable_params(entry: LearnedEntry, domain: Any, space: dict[str, Any]) -> dict[str, Any]:
+    """The tunable params the entry runs with as loaded (its ``params:``, with any earlier tuned
+    file's merged in). The hand-set trial records them, so that the tuned file written when it wins
+    reproduces it: without them such a file would drop, say, the reward an earlier study chose,
+    and the entry would fall back to the reward its scenario wrote, which no trial scored."""
+    return {
+        name: value
+        for name, value in entry.params.items()
+        if name in domain.tunable_policy_params and PARAM_PREFIX + name in space
+    }
+
+
 def _width(scenario: Scenario, variant: str, entry: LearnedEntry) -> int:
     _, domain, params = runner._context(scenario.model_dump(mode="json"), variant, entry.label)
     venv = training_vec_env(scenario, domain, params, entry)(1, 0)
@@ -418,7 +430,8 @@ def study_worker(
             break
         sample, params = split_sample(trial.params, domain)
         if trial.user_attrs.get(HANDSET):  # the scenario's own configuration, exactly
-            hyperparameters, n_envs, params = dict(entry.hyperparameters), entry.n_envs, {}
+            hyperparameters, n_envs = dict(entry.hyperparameters), entry.n_envs
+            params = _own_tunable_params(entry, domain, space)
         else:
             hyperparameters, n_envs = to_hyperparameters(entry.algorithm, sample, steps, width)
         trial.set_user_attr("hyperparameters", hyperparameters)
