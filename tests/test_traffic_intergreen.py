@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 
 from fieldrl.domains.traffic.env import TrafficEnv
+from fieldrl.domains.traffic.networks import NETCONVERT_YELLOW_CLEARANCE
 from fieldrl.domains.traffic.params import PeriodModel, TrafficParams
 from fieldrl.domains.traffic.programs import program_phases
-from fieldrl.domains.traffic.report import NETCONVERT_YELLOW_CLEARANCE, intergreen_note
+from fieldrl.domains.traffic.report import intergreen_note
 from fieldrl.domains.traffic.signals import GREEN, StageController
 from fieldrl.scenario import load_scenario
 

@@ -32,6 +32,10 @@ from xml.etree import ElementTree
 
 from fieldrl.domains.traffic import sumo
 
+#: yellow and pedestrian-clearance seconds of the signal programs netgenerate/netconvert build
+#: (their defaults; only the all-red follows the scenario, ``NetworkOptions.all_red_s``)
+NETCONVERT_YELLOW_CLEARANCE = (3, 5)
+
 LAYOUTS = {
     # layout: (x junctions, y junctions)
     "single": (1, 1),

@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
 
+from fieldrl.domains.traffic.networks import NETCONVERT_YELLOW_CLEARANCE  # noqa: E402
 from fieldrl.reportkit.context import ReportContext  # noqa: E402
 from fieldrl.reportkit.figures import png_bytes  # noqa: E402
 
@@ -245,10 +246,6 @@ def _fairness_block(ctx: ReportContext, variant: str, order: list[str], colors: 
     )
 
 
-#: yellow and pedestrian-clearance seconds of the programs netgenerate/netconvert build here
-NETCONVERT_YELLOW_CLEARANCE = (3, 5)
-
-
 def intergreen_note(params: Any) -> str:
     """How signals change stage, so a reader can tell that every controller paid the same."""
     p = params
@@ -259,25 +256,23 @@ def intergreen_note(params: Any) -> str:
         f"(where a crossing loses its green), {p.yellow_s} s of yellow and {p.all_red_s} s of all-red, "
         f"and keeps each green {p.min_green_s}-{p.max_green_s} s."
     )
-    if p.generated_programs:
-        built = (
-            " SUMO's programs (fixed-time, Webster, actuated) were built for this network with the same "
-            f"{p.all_red_s} s of all-red after each yellow"
+    if not p.generated_programs:
+        return ours + (
+            " SUMO's programs (fixed-time, Webster, actuated) run the phases this network's own programs "
+            "define, their clearances included."
         )
-        if (p.yellow_s, p.ped_clearance_s) == NETCONVERT_YELLOW_CLEARANCE:
-            return ours + built + ", so every controller changes stage on the same intergreen."
-        yellow, clearance = NETCONVERT_YELLOW_CLEARANCE
-        return (
-            ours
-            + built
-            + (
-                f"; their yellows and pedestrian clearances follow netconvert's defaults ({yellow} s and "
-                f"{clearance} s), so they may not match this scenario's."
-            )
-        )
-    return ours + (
-        " SUMO's programs (fixed-time, Webster, actuated) run the phases this network's own programs "
-        "define, their clearances included."
+    built = (
+        " SUMO's programs (fixed-time, Webster, actuated) were built for this network with the same "
+        f"{p.all_red_s} s of all-red after each yellow"
+    )
+    if (p.yellow_s, p.ped_clearance_s) == NETCONVERT_YELLOW_CLEARANCE:
+        return ours + built + ", so every controller changes stage on the same intergreen."
+    yellow, clearance = NETCONVERT_YELLOW_CLEARANCE
+    return (
+        ours
+        + built
+        + f"; their yellows and pedestrian clearances follow netconvert's defaults ({yellow} s and "
+        f"{clearance} s), so they may not match this scenario's."
     )
 
 
