@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +90,23 @@ def write_scenario(tmp_path: Path):
         return path
 
     return write
+
+
+def shipped_untuned(ref: str) -> dict[str, Any]:
+    """A built-in scenario's YAML data with each learned entry's tuned file written into the entry
+    (hyperparameters, n_envs, params) and ``tuned`` dropped: the same configuration, as data that
+    stands alone (a tuned file is found relative to its scenario file, which such data has none of)."""
+    from fieldrl.scenario import scenario_text
+
+    data = yaml.safe_load(scenario_text(ref)[1])
+    folder = resources.files("fieldrl") / "scenarios" / ref.split("/")[0]
+    for entry in data["policies"]["learned"]:
+        rel = entry.pop("tuned", None)
+        if rel is None:
+            continue
+        tuned = yaml.safe_load((folder / rel).read_text("utf-8"))
+        entry["hyperparameters"] = {**entry.get("hyperparameters", {}), **tuned.get("hyperparameters", {})}
+        entry["params"] = {**entry.get("params", {}), **tuned.get("params", {})}
+        if tuned.get("n_envs") is not None:
+            entry["n_envs"] = tuned["n_envs"]
+    return data

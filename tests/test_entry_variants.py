@@ -4,14 +4,14 @@ only there (uav/dense-city's warm start from the fixed rule, which the MARL sett
 from __future__ import annotations
 
 import pytest
-import yaml
+from conftest import shipped_untuned
 from typer.testing import CliRunner
 
 from fieldrl.cli import app
 from fieldrl.errors import FieldrlError
 from fieldrl.estimates import workload
 from fieldrl.evaluation import runner, tuning
-from fieldrl.scenario import load_scenario, scenario_text
+from fieldrl.scenario import load_scenario
 
 pytestmark = pytest.mark.needs("uav")
 cli = CliRunner()
@@ -19,7 +19,7 @@ WARM = "PPO (fixed-3 warm start)"
 
 
 def _dense_city() -> dict:
-    return yaml.safe_load(scenario_text("uav/dense-city")[1])
+    return shipped_untuned("uav/dense-city")
 
 
 def _warm(data: dict) -> dict:
@@ -48,8 +48,6 @@ def test_validate_says_where_a_limited_entry_runs():
 def test_an_unknown_setting_is_one_line_naming_the_field(write_scenario):
     data = _dense_city()
     _warm(data)["variants"] = ["load-2", "load-9"]
-    for entry in data["policies"]["learned"]:
-        entry.pop("tuned", None)
     result = cli.invoke(app, ["validate", str(write_scenario(data))])
     flat = " ".join(result.output.split())
     assert result.exit_code == 2 and "policies.learned[1].variants[1] = 'load-9'" in flat, flat
@@ -59,8 +57,6 @@ def test_an_unknown_setting_is_one_line_naming_the_field(write_scenario):
 def test_a_budget_that_leaves_an_entry_no_setting_is_refused(write_scenario):
     data = _dense_city()
     _warm(data)["variants"] = ["load-3"]
-    for entry in data["policies"]["learned"]:
-        entry.pop("tuned", None)
     result = cli.invoke(app, ["validate", str(write_scenario(data)), "--budget", "demo"])
     flat = " ".join(result.output.split())
     assert result.exit_code == 2 and "budgets.demo.variants = ['load-2', 'load-2-marl']" in flat, flat

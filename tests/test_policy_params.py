@@ -7,6 +7,7 @@ import json
 
 import pytest
 import yaml
+from conftest import shipped_untuned
 from typer.testing import CliRunner
 
 from fieldrl.cli import app
@@ -14,7 +15,7 @@ from fieldrl.domains import get_domain
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner, tuning
 from fieldrl.reports.pdf import _own_params_text
-from fieldrl.scenario import load_scenario, scenario_text
+from fieldrl.scenario import load_scenario
 
 cli = CliRunner()
 
@@ -25,10 +26,8 @@ def _cache(tmp_path_factory, monkeypatch):
 
 
 def _traffic(own: dict | None = None) -> dict:
-    """traffic/quick with hand-set hyperparameters, its PPO running with ``own`` params."""
-    data = yaml.safe_load(scenario_text("traffic/quick")[1])
-    for entry in data["policies"]["learned"]:
-        entry.pop("tuned", None)
+    """traffic/quick with its tuned values written in, its PPO running with ``own`` params."""
+    data = shipped_untuned("traffic/quick")
     if own is not None:
         data["policies"]["learned"][0]["params"] = own
     return data
@@ -63,13 +62,17 @@ def test_a_domain_without_policy_params_refuses_any(scenario_data, write_scenari
 
 
 def test_own_params_reach_that_policy_only_and_the_report_says_so(write_scenario):
-    scenario = load_scenario(write_scenario(_traffic({"decision_s": 10, "reward_weights": {"queue": 1.0}})))
+    data = _traffic({"decision_s": 10, "reward_weights": {"queue": 1.0}})
+    data["policies"]["learned"][1].pop("params")  # an entry with no settings of its own
+    scenario = load_scenario(write_scenario(data))
     data = scenario.model_dump(mode="json")
     _, _, ppo = runner._context(data, "default", "PPO")
     _, _, dqn = runner._context(data, "default", "DQN")
     _, _, fixed = runner._context(data, "default", "fixed-time")
     assert (ppo.decision_s, ppo.reward_weights) == (10, {"queue": 1.0})
-    assert dqn.decision_s == fixed.decision_s == 5 and dqn.reward_weights is None
+    assert (fixed.decision_s, fixed.reward_weights) == (5, None)  # the scenario's
+    dqn_own = next(e.params for e in scenario.policies.learned if e.label == "DQN")  # from its tuned file
+    assert (dqn.decision_s, dqn.reward_weights) == (dqn_own["decision_s"], dqn_own["reward_weights"])
     from fieldrl.domains.traffic.env import TrafficEnv
 
     env = TrafficEnv(ppo)  # the simulator the entry trains and is tested in: one decision per 10 s

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from conftest import shipped_untuned
 
 from fieldrl.scenario import load_scenario
 
@@ -11,11 +12,8 @@ SCENARIOS = "src/fieldrl/scenarios/traffic"
 
 
 def _with_warm_start(tmp_path, heuristic: str) -> str:
-    from pathlib import Path
 
-    data = yaml.safe_load((Path(SCENARIOS) / "quick.yaml").read_text())
-    for entry in data["policies"]["learned"]:
-        entry.pop("tuned", None)
+    data = shipped_untuned("traffic/quick")
     data["policies"]["learned"][0]["imitate"] = {"heuristic": heuristic, "episodes": 2}
     path = tmp_path / "warm.yaml"
     path.write_text(yaml.safe_dump(data))

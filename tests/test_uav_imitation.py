@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import shipped_untuned
 
 from fieldrl.domains.uav import DOMAIN
 from fieldrl.domains.uav.heuristics import FixedSettings
@@ -54,9 +55,8 @@ def test_allocation_cloned_from_the_fixed_rule_reproduces_it_for_every_uav(agent
 
 
 def _scenario_with_warm_start(tmp_path: Path, heuristic: str) -> Path:
-    text = yaml.safe_load(QUICK.read_text())
+    text = shipped_untuned("uav/quick")
     entry = text["policies"]["learned"][0]
-    entry.pop("tuned", None)
     entry["imitate"] = {"heuristic": heuristic, "episodes": 4}
     path = tmp_path / "warm.yaml"
     path.write_text(yaml.safe_dump(text))

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import shipped_untuned
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from pypdf import PdfReader
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
@@ -221,10 +222,8 @@ def test_dp_with_inflation_fails_at_validation_with_one_message(tmp_path, in_var
     ],
 )
 def test_bad_inflation_values_give_a_scenario_error_naming_the_field(inflation: dict, field: str) -> None:
-    data = yaml.safe_load(scenario_text("wealth/inflation")[1])
+    data = shipped_untuned("wealth/inflation")  # a tuned file is relative to a scenario file: written in
     data["params"]["inflation"] = {**INFLATION, **inflation}
-    for entry in data["policies"]["learned"]:
-        entry.pop("tuned", None)  # a tuned file is relative to a scenario file; this text has none
     with pytest.raises(ScenarioError) as info:
         parse_scenario(yaml.safe_dump(data))
     assert info.value.field == field

@@ -29,6 +29,7 @@ from fieldrl.evaluation.backends import Backend, BackendUnavailable
 from fieldrl.evaluation.readback import read_summary
 from fieldrl.evaluation.store import RunFolder, library_versions, new_output_folder
 from fieldrl.evaluation.summary import summarize
+from fieldrl.files import sha256_of
 from fieldrl.names import slug
 from fieldrl.policies import checkpoint
 from fieldrl.progress import JobProgress
@@ -44,6 +45,8 @@ from fieldrl.scenario import (
 T = TypeVar("T")
 SCENARIO_FILE = "scenario.yaml"
 RUN_FILE = "run.json"
+#: the SHA-256 of every user file the run's simulations read (layouts, networks, cohorts, ...)
+INPUTS_FILE = "inputs.json"
 
 
 @dataclass
@@ -61,16 +64,28 @@ def validate(scenario: str | Path) -> Scenario:
     return load_scenario(scenario)
 
 
-def create_run(scenario: str | Path, out: str | Path | None = None, budget: str = "full") -> RunFolder:
+def create_run(
+    scenario: str | Path,
+    out: str | Path | None = None,
+    budget: str = "full",
+    announce: Callable[[str], None] | None = None,
+) -> RunFolder:
     """Validate ``scenario`` and create its run folder (nothing is written if it is invalid).
 
     The folder is ``runs/<scenario>-<time>`` at the full budget, ``runs/<scenario>-<budget>-<time>``
     under another.
+
+    :param announce: told, line by line, what the run takes from elsewhere than the scenario's own
+        words (settings a tuned file replaced), before anything is written.
     """
     budget = budget_name(budget)
     if budget not in BUDGET_NAMES:
         raise FieldrlError(f"--budget = {budget!r}: allowed: {', '.join(BUDGET_NAMES)}")
     resolved = load_scenario(scenario).with_budget(budget)
+    for entry in resolved.policies.learned:
+        if announce is not None and entry.tuning is not None and entry.tuning.replaced:
+            replaced = "; ".join(entry.replaced_settings())
+            announce(f"{entry.label}: {entry.tuning.file} replaces what the scenario wrote: {replaced}")
     stem = slug(resolved.name) if budget == "full" else f"{slug(resolved.name)}-{budget}"
     path = new_output_folder(out, "runs", stem)
     folder = RunFolder(path)
@@ -82,8 +97,86 @@ def create_run(scenario: str | Path, out: str | Path | None = None, budget: str 
     meta = {"source": str(scenario), "budget": budget, "created": dt.datetime.now().isoformat()}
     folder.write_json(RUN_FILE, meta, record=False)
     folder.write_json("versions.json", library_versions(), record=False)
-    folder.record(SCENARIO_FILE, RUN_FILE, "versions.json")
+    folder.write_json(INPUTS_FILE, {"files": _pins(resolved)}, record=False)
+    folder.record(SCENARIO_FILE, RUN_FILE, "versions.json", INPUTS_FILE)
     return folder
+
+
+def _input_files(scenario: Scenario) -> dict[str, str]:
+    """Every user file the scenario's simulations read (path -> where it is named), in any setting."""
+    domain = get_domain(scenario.domain)
+    named: dict[str, str] = {}
+    for variant in scenario.variant_names:
+        for where, path in domain.input_files(scenario.variant_params(variant)).items():
+            shown = where if variant == "default" else f"{where} (setting {variant})"
+            named.setdefault(str(path), shown)
+    return named
+
+
+def _pins(scenario: Scenario) -> dict[str, dict[str, Any]]:
+    """``inputs.json``'s files: path -> where it is named, its SHA-256 and size, as the run starts."""
+    pins = {}
+    for path, where in _input_files(scenario).items():
+        digest, size = _digest_of_input(Path(path), where)
+        pins[path] = {"field": where, "sha256": digest, "bytes": size}
+    return pins
+
+
+def _digest_of_input(path: Path, where: str) -> tuple[str, int]:
+    try:
+        return sha256_of(path), path.stat().st_size
+    except FileNotFoundError:
+        raise FieldrlError(
+            f"{path}: this run's input file ({where}) is missing; restore it, or start a new run"
+        ) from None
+    except OSError as exc:
+        raise FieldrlError(
+            f"{path}: cannot read this run's input file ({where}): {exc.strerror or exc}"
+        ) from None
+
+
+class _Pin(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    field: str
+    sha256: str
+    bytes: int
+
+
+class _Inputs(BaseModel):
+    """``inputs.json``: the user files the run read, pinned by SHA-256 when it started."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    files: dict[str, _Pin]
+
+
+def _check_pins(folder: RunFolder) -> dict[str, _Pin]:
+    """The run's pinned input files, each refused (by name) if it changed or went missing since."""
+    if not (folder.path / INPUTS_FILE).exists():
+        return {}
+    try:
+        pins = _Inputs.model_validate(folder.read_json(INPUTS_FILE)).files
+    except ValidationError as exc:
+        raise file_shape_error(exc, str(folder.path / INPUTS_FILE)) from None
+    for path, pin in pins.items():
+        digest, _ = _digest_of_input(Path(path), pin.field)
+        if digest != pin.sha256:
+            raise FieldrlError(
+                f"{path}: this run's input file ({pin.field}) changed after the run started (its SHA-256 "
+                f"differs from the one pinned in {INPUTS_FILE}); refusing to use it: restore the file, or "
+                "start a new run with it"
+            )
+    return pins
+
+
+def _check_all_pinned(folder: RunFolder, scenario: Scenario, pins: dict[str, _Pin]) -> None:
+    """Every user file the scenario names is pinned (a run folder from before pins, or one whose
+    ``inputs.json`` lost an entry, cannot vouch for the files its results came from)."""
+    for path, where in _input_files(scenario).items():
+        if path not in pins:
+            raise FieldrlError(
+                f"{path}: this run's input file ({where}) is not pinned in {folder.path / INPUTS_FILE}, "
+                "so fieldrl cannot tell whether it is the file the run used; start a new run"
+            )
 
 
 def open_run(run_dir: str | Path) -> tuple[RunFolder, Scenario, dict[str, Any]]:
@@ -95,7 +188,9 @@ def open_run(run_dir: str | Path) -> tuple[RunFolder, Scenario, dict[str, Any]]:
         text = snapshot.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FieldrlError(f"{folder.path / SCENARIO_FILE}: not readable as text ({exc})") from None
+    pins = _check_pins(folder)  # before the scenario's validation reads any of them
     scenario = parse_scenario(text, str(folder.path / SCENARIO_FILE))
+    _check_all_pinned(folder, scenario, pins)
     meta = folder.read_json(RUN_FILE) if (folder.path / RUN_FILE).exists() else {"budget": "full"}
     try:
         meta = _RunMeta.model_validate(meta).model_dump()
@@ -154,9 +249,11 @@ def train(
     budget: str = "full",
     jobs: int | Backend = 1,
     show_progress: bool = True,
+    announce: Callable[[str], None] | None = None,
 ) -> Path:
-    """Create a run folder and train every learned policy on every train seed and variant."""
-    folder = create_run(scenario, out, budget)
+    """Create a run folder and train every learned policy on every train seed and variant
+    (``announce``: as for :func:`create_run`)."""
+    folder = create_run(scenario, out, budget, announce)
     with _discarded_if_unreachable(folder), folder.lock():
         train_in(folder, jobs, show_progress)
     return folder.path
@@ -329,9 +426,11 @@ def run(
     budget: str = "full",
     jobs: int | Backend = 1,
     show_progress: bool = True,
+    announce: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Train, evaluate and report in one go; returns the run folder, results and report path."""
-    folder = create_run(scenario, out, budget)
+    """Train, evaluate and report in one go; returns the run folder, results and report path
+    (``announce``: as for :func:`create_run`)."""
+    folder = create_run(scenario, out, budget, announce)
     with _discarded_if_unreachable(folder), folder.lock():
         return _finish(folder, jobs, show_progress, resume=False)
 

@@ -154,6 +154,11 @@ class TuningRecord(Strict):
     replaced: list[str] = Field(
         default_factory=list, description="settings the scenario wrote that the tuned file replaced"
     )
+    written: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what the scenario wrote for each replaced setting: still checked, since a typo "
+        "there is a value the user meant (``params.<name>`` for the entry's own params)",
+    )
 
 
 class LearnedEntry(Strict):
@@ -217,6 +222,19 @@ class LearnedEntry(Strict):
     @property
     def label(self) -> str:
         return self.name or self.algorithm.upper()
+
+    def replaced_settings(self) -> list[str]:
+        """``key = written -> in effect`` for each setting the scenario wrote that its tuned file replaced."""
+        if self.tuning is None:
+            return []
+        in_effect = {**self.hyperparameters, "n_envs": self.n_envs}
+        in_effect |= {f"params.{k}": v for k, v in self.params.items()}
+        return [
+            f"{key} = {self.tuning.written[key]!r} -> {in_effect.get(key)!r}"
+            if key in self.tuning.written
+            else key
+            for key in self.tuning.replaced
+        ]
 
     def runs_in(self, variant: str) -> bool:
         return self.variants is None or variant in self.variants
@@ -550,6 +568,7 @@ def _resolve_tuned(scenario: Scenario, source: str, base: Any) -> Scenario:
     for i, entry in enumerate(data["policies"]["learned"]):
         if not entry["tuned"]:
             continue
+        wrote_n_envs = "n_envs" in scenario.policies.learned[i].model_fields_set
         where = f"policies.learned[{i}].tuned"
         tuned = _read_tuned(base, entry["tuned"], source, where)
         if tuned.algorithm != entry["algorithm"]:
@@ -559,16 +578,22 @@ def _resolve_tuned(scenario: Scenario, source: str, base: Any) -> Scenario:
                 entry["tuned"],
                 f"tuned for algorithm {tuned.algorithm}, but this entry is {entry['algorithm']}",
             )
-        written = {**entry["hyperparameters"], "n_envs": entry["n_envs"]}
+        written = {**entry["hyperparameters"], **({"n_envs": entry["n_envs"]} if wrote_n_envs else {})}
         written |= {f"params.{k}": v for k, v in entry["params"].items()}
         replacing = {**tuned.hyperparameters, **({} if tuned.n_envs is None else {"n_envs": tuned.n_envs})}
         replacing |= {f"params.{k}": v for k, v in tuned.params.items()}
         replaced = sorted(k for k, v in replacing.items() if k in written and written[k] != v)
+        kept = {k: written[k] for k in replaced}
         entry["hyperparameters"] = {**entry["hyperparameters"], **tuned.hyperparameters}
         entry["params"] = {**entry["params"], **tuned.params}
         if tuned.n_envs is not None:
             entry["n_envs"] = tuned.n_envs
-        entry["tuning"] = {**tuned.study.model_dump(), "file": entry["tuned"], "replaced": replaced}
+        entry["tuning"] = {
+            **tuned.study.model_dump(),
+            "file": entry["tuned"],
+            "replaced": replaced,
+            "written": kept,
+        }
         entry["tuned"] = None
     return _validate(Scenario, data, source)
 
@@ -742,6 +767,33 @@ def _check_policy_params(
             _validate(
                 domain.params_model, scenario.policy_params(variant, entry.label), source, f"{where}.params"
             )
+
+
+def _check_written(scenario: Scenario, domain: Any, entry: LearnedEntry, source: str, where: str) -> None:
+    """What the scenario wrote for settings its tuned file replaces is checked as written: ``gamma: 7.5``
+    is a typo whatever replaces it, and the user should hear of it rather than have it ignored."""
+    from fieldrl.policies.registry import check_hyperparameters
+
+    if entry.tuning is None or not entry.tuning.written:
+        return
+    written = entry.tuning.written
+    replaced_by = f"(as written; the tuned file {entry.tuning.file} replaces it)"
+    hyper = {k: v for k, v in written.items() if k != "n_envs" and not k.startswith("params.")}
+    problem = check_hyperparameters(entry.algorithm, hyper)
+    if problem:
+        key, allowed = problem
+        raise ScenarioError(source, f"{where}.hyperparameters.{key}", hyper[key], f"{allowed} {replaced_by}")
+    own = {k.removeprefix("params."): v for k, v in written.items() if k.startswith("params.")}
+    if own:
+        for variant in scenario.variants_of(entry):
+            params = {**scenario.policy_params(variant, entry.label), **own}
+            try:
+                domain.params_model.model_validate(params)
+            except ValidationError as exc:
+                error = _scenario_error(exc, domain.params_model, params, source, f"{where}.params")
+                raise ScenarioError(
+                    source, error.field, error.value, f"{error.allowed} {replaced_by}"
+                ) from None
 
 
 def _check_heuristic_label(scenario: Scenario, label: str, source: str, where: str) -> None:
@@ -943,6 +995,7 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
         if problem:
             key, allowed = problem
             raise ScenarioError(source, f"{where}.hyperparameters.{key}", entry.hyperparameters[key], allowed)
+        _check_written(scenario, domain, entry, source, where)
         budgets = {"full": entry}
         for budget_name in scenario.budgets:
             budgets[budget_name] = _budgeted(scenario, budget_name, source).policies.learned[i]

@@ -261,6 +261,21 @@ class Domain(ABC, Generic[P]):
                 resolved[key] = os.path.normpath(Path(folder).absolute() / value)
         return resolved
 
+    def input_files(self, params: dict[str, Any]) -> dict[str, Path]:
+        """The user's files a simulation with these params reads: where each is named -> its path.
+
+        ``params`` are raw, already resolved by :meth:`resolve_files` and validated. fieldrl pins
+        each file by SHA-256 in the run folder, so a file changed after the run started is refused
+        by ``evaluate``, ``--resume`` and ``report`` instead of silently used. Default: the
+        :attr:`file_params` that are set; a domain whose files name further files (a SUMO
+        configuration's network and additional files) lists those too.
+        """
+        return {
+            key: Path(value)
+            for key in self.file_params
+            if isinstance(value := params.get(key), str) and value
+        }
+
     def held_out_params(self, params: P, eval_seeds: Sequence[int]) -> P:
         """``params`` as the held-out evaluation on ``eval_seeds`` (scenario order) uses them.
 

@@ -10,15 +10,11 @@ fieldrl wrote when it saved the file.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import io
 import json
-import os
 import platform
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -26,13 +22,11 @@ from typing import Any
 import pandas as pd
 
 from fieldrl.errors import FieldrlError
-from fieldrl.files import atomic_write_bytes, sha256_of
+from fieldrl.files import atomic_write_bytes, folder_lock, read_regular, sha256_of
 
 MANIFEST = "manifest.json"
 #: held (``flock``) by the one process writing a run folder; not part of the manifest
 LOCK_FILE = ".fieldrl.lock"
-
-_held_locks: dict[Path, list[int]] = {}  # lock file -> [fd, depth]: the locks this process holds
 
 
 def _timestamp() -> str:
@@ -97,50 +91,10 @@ class RunFolder:
             )
         return target
 
-    @contextmanager
-    def lock(self) -> Iterator[None]:
-        """Hold this run folder for writing: one fieldrl process at a time, re-entrant in that process.
-
-        An exclusive ``flock`` on a file inside the folder; the kernel releases it when the holder
-        exits, ``kill -9`` included, so a stale lock cannot outlive its process.
-        """
-        key = (self.path / LOCK_FILE).resolve()
-        if key in _held_locks:
-            _held_locks[key][1] += 1
-            try:
-                yield
-            finally:
-                _held_locks[key][1] -= 1
-            return
-        try:
-            fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise FieldrlError(
-                f"{self.path}: cannot write in this run folder ({exc.strerror or exc})"
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
-            os.close(fd)
-            raise FieldrlError(
-                f"{self.path}: another fieldrl process (pid {holder}) is writing this run folder; "
-                "let it finish or stop it, then retry"
-            ) from None
-        except OSError as exc:  # a file system without locks (some network mounts): go on unlocked
-            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
-                os.close(fd)
-                raise FieldrlError(
-                    f"{self.path}: cannot lock this run folder ({exc.strerror or exc})"
-                ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        _held_locks[key] = [fd, 1]
-        try:
-            yield
-        finally:
-            del _held_locks[key]
-            os.close(fd)  # releases the lock
+    def lock(self) -> AbstractContextManager[None]:
+        """Hold this run folder for writing: one fieldrl process at a time, re-entrant in that process
+        (:func:`fieldrl.files.folder_lock`; the lock file is never opened through a link)."""
+        return folder_lock(self.path, LOCK_FILE, "run folder")
 
     # -- writing -------------------------------------------------------------------------
     def write_bytes(self, rel: str, data: bytes, record: bool = True) -> Path:
@@ -164,10 +118,10 @@ class RunFolder:
     # -- manifest ------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
         path = self.path / MANIFEST
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             return {"files": {}}
         try:
-            manifest = json.loads(path.read_text("utf-8"))
+            manifest = json.loads(read_regular(path).decode("utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise FieldrlError(f"{path}: manifest is unreadable ({exc})") from None
         files = manifest.get("files") if isinstance(manifest, dict) else None
@@ -240,7 +194,7 @@ class RunFolder:
         if expected is None:
             raise FieldrlError(f"{target}: not in this run's manifest; fieldrl reads only files it wrote")
         try:
-            data = target.read_bytes()
+            data = read_regular(target)
         except OSError as exc:
             raise FieldrlError(f"{target}: cannot read ({exc.strerror or exc})") from None
         if hashlib.sha256(data).hexdigest() != expected:

@@ -48,7 +48,8 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
-from fieldrl.files import atomic_write_bytes
+from fieldrl.errors import FieldrlError
+from fieldrl.files import atomic_write_bytes, read_regular
 from fieldrl.policies import weights
 
 META = "checkpoint.json"
@@ -193,14 +194,14 @@ def save_checkpoint(
 def read_checkpoint(folder: Path) -> dict[str, Any] | None:
     """The checkpoint's metadata if every file is whole, else None (start from scratch)."""
     try:
-        meta = json.loads((folder / META).read_text("utf-8"))
+        meta = json.loads(read_regular(folder / META).decode("utf-8"))
         if not {STATE, STATE_JSON} <= set(meta["files"]):
             return None  # a checkpoint of an older fieldrl (pickles): never read, start over
         for name, digest in meta["files"].items():
-            if _digest((folder / name).read_bytes()) != digest:
+            if _digest(read_regular(folder / name)) != digest:
                 return None
         return meta
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, FieldrlError):  # a FIFO or link: not a checkpoint
         return None
 
 
@@ -213,7 +214,7 @@ def restore(
     best weights, if any, are in ``state["best_weights"]``.
     """
     model = build()
-    saved = torch.load(io.BytesIO((folder / STATE).read_bytes()), weights_only=True)
+    saved = torch.load(io.BytesIO(read_regular(folder / STATE)), weights_only=True)
     model.set_parameters(saved["state_dicts"], exact_match=True, device="cpu")
     for name, tensor in saved["variables"].items():
         _attr(model, name).data.copy_(tensor)
@@ -221,7 +222,7 @@ def restore(
     if BUFFER in meta["files"] and getattr(model, "replay_buffer", None) is not None:
         with np.load(folder / BUFFER, allow_pickle=False) as data:
             _restore_buffer(model.replay_buffer, data)
-    state = json.loads((folder / STATE_JSON).read_text("utf-8"))
+    state = json.loads(read_regular(folder / STATE_JSON).decode("utf-8"))
     for key, value in state["scalars"].items():
         setattr(model, key, value)
     name, keys, pos, has_gauss, cached = state["numpy_rng"]

@@ -25,6 +25,7 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
 from fieldrl.errors import FieldrlError, short_repr
+from fieldrl.files import read_regular
 from fieldrl.policies import checkpoint, memory_guard, weights
 from fieldrl.policies.base import Policy
 from fieldrl.policies.registry import ALGORITHMS, algorithm_parameters, build_kwargs
@@ -147,7 +148,7 @@ def train_model(
             selection_state = SelectionState.from_json(state["selection"], state["best_weights"])
         done = int(meta["timesteps"])
         kept = checkpoint_dir / IMITATION_FILE
-        imitation_stats = kept.read_bytes() if kept.is_file() else None
+        imitation_stats = read_regular(kept) if kept.exists() else None
     else:
         model = build_model(entry, venv, seed, tb_log)
         if prepare is not None:
@@ -297,7 +298,7 @@ def read_obs_normalization(path: Path, obs_shape: tuple[int, ...]) -> dict[str, 
     unless they are what training writes for this model: means and variances of the observation's
     shape, finite, variances not negative, a positive clip and epsilon."""
     try:
-        norm = json.loads(path.read_text("utf-8"))
+        norm = json.loads(read_regular(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FieldrlError(f"{path}: not readable as JSON ({exc})") from None
     fields = ("mean", "var", "clip_obs", "epsilon")

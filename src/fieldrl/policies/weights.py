@@ -27,6 +27,7 @@ from safetensors.torch import load as load_bytes
 from safetensors.torch import save as save_bytes
 
 from fieldrl.errors import FieldrlError, file_shape_error
+from fieldrl.files import read_regular
 from fieldrl.policies.record import FORMAT, TrainingRecord
 
 #: header key of fieldrl's training record in the safetensors metadata
@@ -99,7 +100,7 @@ def record_of(data: bytes) -> dict[str, Any]:
 
 def read_weights(path: Path) -> dict[str, torch.Tensor]:
     try:
-        return load_bytes(path.read_bytes())
+        return load_bytes(read_regular(path))
     except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
         raise FieldrlError(f"{path}: not a fieldrl weights file ({exc})") from None
 

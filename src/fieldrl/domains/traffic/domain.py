@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -11,7 +12,8 @@ from fieldrl.domains.base import EpisodeRecord
 from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
 from fieldrl.domains.traffic import metrics, sumo
 from fieldrl.domains.traffic.heuristics import HEURISTICS
-from fieldrl.domains.traffic.params import TrafficParams
+from fieldrl.domains.traffic.networks import read_sumocfg
+from fieldrl.domains.traffic.params import TrafficParams, resolve_file
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd
@@ -36,6 +38,7 @@ class TrafficDomain(ParallelDomain[TrafficParams]):
         "one mode waits for the other (Jain's index, 0-1).",
     }
     heuristics = HEURISTICS
+
     policy_params = {
         "decision_s": "seconds between the learned controller's decisions",
         "reward_weights": "the reward it trains on (weights of the reward terms; none: demand-adaptive)",
@@ -58,6 +61,21 @@ class TrafficDomain(ParallelDomain[TrafficParams]):
     info_keys = metrics.info_keys(3)
     #: libsumo runs one simulation per process: the runner evaluates one episode at a time
     eval_batch_size = 1
+
+    def input_files(self, params: dict[str, Any]) -> dict[str, Path]:
+        """The named files (``sumo-rl:`` paths resolved), and the files a SUMO configuration lists."""
+        files = {
+            key: resolve_file(value)
+            for key in self.file_params
+            if isinstance(value := params.get(key), str) and value
+        }
+        if "sumocfg" in files:
+            config = read_sumocfg(files["sumocfg"])  # validated already: it reads
+            listed = {"net-file": (config.net_file,), "route-files": config.route_files}
+            listed["additional-files"] = config.additional_files
+            for name, paths in listed.items():
+                files |= {f"sumocfg {name}[{i}]": path for i, path in enumerate(paths)}
+        return files
 
     def heuristic_problem(self, use: str, params: TrafficParams) -> str | None:
         """Webster's program (``webster``, ``webster-timed``) exists only for generated demand."""
