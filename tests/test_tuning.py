@@ -19,7 +19,7 @@ from fieldrl.cli import app
 from fieldrl.errors import ScenarioError
 from fieldrl.evaluation import runner, tuning
 from fieldrl.evaluation.runner import episode_seed
-from fieldrl.scenario import load_scenario
+from fieldrl.scenario import load_scenario, scenario_text
 
 cli = CliRunner()
 
@@ -189,19 +189,29 @@ def test_a_resumed_study_draws_configurations_it_has_not_scored(scenario_data, w
     assert finished["params"].nunique() == 4, finished["params"].tolist()
 
 
-def test_chemo_quick_validate_says_which_written_settings_the_tuned_file_replaces():
+def test_validate_says_which_written_settings_a_tuned_file_replaces(write_scenario):
     """A tuned file wins over the hyperparameters the scenario wrote; validate says so, by name."""
-    ppo = next(e for e in load_scenario("chemo/quick", build=False).policies.learned if e.label == "PPO")
-    assert ppo.tuning is not None and ppo.tuning.file == "tuned/quick-PPO.yaml"
-    # chemo/quick writes n_steps 256, batch_size 256, gamma 0.99, learning_rate 3e-4 and 16 envs
-    assert set(ppo.tuning.replaced) == {"n_steps", "batch_size", "gamma", "learning_rate", "n_envs"}
+    from importlib import resources
+
+    data = yaml.safe_load(scenario_text("chemo/quick")[1])
+    for entry in data["policies"]["learned"]:  # found from the test's own scenario file
+        entry["tuned"] = str(resources.files("fieldrl") / "scenarios" / "chemo" / entry["tuned"])
+    written = next(e for e in data["policies"]["learned"] if e["name"] == "PPO")
+    written.update(n_envs=16, hyperparameters={"n_steps": 256, "gamma": 0.99, "gae_lambda": 0.991746})
+    ppo = next(
+        e for e in load_scenario(write_scenario(data), build=False).policies.learned if e.label == "PPO"
+    )
+    assert ppo.tuning is not None and set(ppo.tuning.replaced) == {
+        "n_steps",
+        "gamma",
+        "n_envs",
+    }  # not equal ones
     assert ppo.hyperparameters["n_steps"] == 512 and ppo.n_envs == 32
-    result = CliRunner().invoke(app, ["validate", "chemo/quick"])
+    result = CliRunner().invoke(app, ["validate", str(write_scenario(data))])
     flat = " ".join(result.output.split())
     assert result.exit_code == 0
-    assert (
-        "PPO: hyperparameters from tuned/quick-PPO.yaml (10 trials; replaces the scenario's "
-        "batch_size, gamma, learning_rate, n_envs, n_steps)" in flat
+    assert "PPO: hyperparameters from" in flat and "replaces the scenario's gamma, n_envs, n_steps" in flat, (
+        flat
     )
 
 

@@ -16,37 +16,63 @@ distributed optimisation does; with one worker the study is deterministic.
 
 The result of each study is a small YAML file (``tuned/<policy>.yaml``) that a scenario entry
 references with ``tuned:``; the run's report names the study it came from.
+
+A tuning folder has one writer at a time (``.fieldrl.lock``, as a run folder has; the workers of
+that writer share the studies through the storage), and what it holds is read back as fieldrl
+wrote it or refused with one line: ``tuning.json`` and ``scenario.yaml`` strictly, ``study.db``
+only as a regular SQLite file of the folder (never a link, FIFO or device) holding every study
+the settings name, and each trial's value and attributes checked before a study goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
 import json
 import math
+import os
+import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fieldrl.domains import get_domain
-from fieldrl.errors import FieldrlError
+from fieldrl.errors import FieldrlError, file_shape_error, short_repr
 from fieldrl.evaluation import runner
 from fieldrl.evaluation.store import new_output_folder
-from fieldrl.files import atomic_write_bytes
+from fieldrl.files import atomic_write_bytes, folder_lock, open_regular, read_regular
 from fieldrl.progress import JobProgress
-from fieldrl.scenario import LearnedEntry, Scenario, budget_name, load_scenario, parse_scenario
+from fieldrl.scenario import (
+    BUDGET_ALIASES,
+    BUDGET_NAMES,
+    LearnedEntry,
+    Scenario,
+    budget_name,
+    load_scenario,
+    parse_scenario,
+)
 from fieldrl.scenario_checks import entry_of, training_vec_env
 
 DB_FILE = "study.db"
+#: SQLite's side files of study.db (rollback journal, write-ahead log and its shared memory)
+DB_SIDE_FILES = ("-journal", "-wal", "-shm")
+#: the first bytes of every SQLite database file
+SQLITE_MAGIC = b"SQLite format 3\x00"
 SETTINGS_FILE = "tuning.json"
 SCENARIO_FILE = "scenario.yaml"
 #: flock-ed by a worker while it takes a trial from the study (see _one_asker)
 ASK_LOCK_FILE = ".ask.lock"
+#: flock-ed by the one fieldrl command writing the folder (see fieldrl.files.folder_lock)
+LOCK_FILE = ".fieldrl.lock"
+#: the most trials a study may have (as ``fieldrl tune --trials`` allows)
+MAX_TRIALS = 10_000
 #: user attribute of the trial that runs the scenario's own hand-set configuration
 HANDSET = "handset"
 #: prefix of a sampled name that is one of the domain's policy params (``params.decision_s``)
@@ -84,6 +110,40 @@ class TuningResult:
     studies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+class TuningSettings(BaseModel):
+    """``tuning.json``: what ``fieldrl tune`` was asked for, read back strictly on ``--resume``.
+
+    An edited file is refused rather than obeyed: a changed variant or policy would start studies
+    beside the old trial files, a changed ``keep`` would tell the old trials' sampler another space.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    source: str = ""
+    budget: str = "full"
+    created: str = ""
+    trials: Annotated[int, Field(ge=1, le=MAX_TRIALS)]
+    policies: Annotated[list[str], Field(min_length=1)]
+    variant: str
+    train_steps: Annotated[int, Field(ge=1)] | None
+    keep: list[str]
+    seed: Annotated[int, Field(ge=0, le=2**31 - 1)]
+
+
+class _TrialAttrs(BaseModel):
+    """A trial's user attributes as fieldrl writes them (others are not read)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+    hyperparameters: dict[str, Any] | None = None
+    n_envs: Annotated[int, Field(ge=1)] | None = None
+    params: dict[str, Any] | None = None
+    handset: bool = False
+    interrupted: bool = False
+    surplus: bool = False
+    error: str | None = None
+    num_timesteps: Annotated[int, Field(ge=0)] | None = None
+    gradient_updates: Annotated[int, Field(ge=0)] | None = None
+
+
 def _optuna() -> Any:
     import optuna
 
@@ -92,12 +152,104 @@ def _optuna() -> Any:
 
 
 def storage_url(folder: Path) -> str:
-    return f"sqlite:///{(folder / DB_FILE).resolve()}"
+    """The study storage's URL: the folder is resolved, never study.db (a link there is refused)."""
+    return f"sqlite:///{folder.resolve() / DB_FILE}"
 
 
-def _storage(folder: Path) -> Any:
+def _storage(folder: Path, existing: bool = True) -> Any:
+    """The folder's Optuna storage, once study.db and its side files are checked (see _check_db).
+
+    :param existing: study.db must be there already (every use but creating the folder).
+    """
+    _check_db(folder, existing)
     optuna = _optuna()
     return optuna.storages.RDBStorage(storage_url(folder), engine_kwargs={"connect_args": {"timeout": 120}})
+
+
+def _check_db(folder: Path, existing: bool) -> None:
+    """study.db and SQLite's side files are regular files of the folder, and study.db is an SQLite file.
+
+    SQLite opens them by name: through a link it would write the study's tables (or a journal) to
+    wherever the link points, and a FIFO or device is no database. Each is opened here without
+    following links (``open_regular``), which refuses all of those before SQLite sees them.
+    """
+    db = folder / DB_FILE
+    for side in DB_SIDE_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            os.close(open_regular(folder / (DB_FILE + side), follow=False))
+    try:
+        with os.fdopen(open_regular(db, follow=False), "rb") as fh:
+            header = fh.read(len(SQLITE_MAGIC))
+    except FileNotFoundError:
+        if existing:
+            raise FieldrlError(
+                f"{db}: missing; it holds the tuning folder's studies: restore it, or start a new "
+                "tuning folder"
+            ) from None
+        return
+    if existing and not header:  # SQLite would take an empty file for a new, empty database
+        raise FieldrlError(
+            f"{db}: empty; it holds none of the tuning folder's studies: restore it, or start a new "
+            "tuning folder"
+        )
+    if header and header != SQLITE_MAGIC:
+        raise FieldrlError(
+            f"{db}: not an SQLite database (its first bytes are not SQLite's header): restore it from a "
+            "copy, or start a new tuning folder"
+        )
+
+
+@contextlib.contextmanager
+def _storage_errors(folder: Path) -> Iterator[None]:
+    """Errors of the study storage (SQLite, through SQLAlchemy and Optuna) as one line naming study.db."""
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except (SQLAlchemyError, StorageInternalError, sqlite3.Error) as exc:
+        raise _storage_problem(folder, exc) from None
+
+
+def _is_storage_error(exc: BaseException) -> bool:
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return isinstance(exc, (SQLAlchemyError, StorageInternalError, sqlite3.Error))
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost error (sqlite3's, under SQLAlchemy's and Optuna's wrappers)."""
+    seen = {id(exc)}
+    while (inner := getattr(exc, "orig", None) or exc.__cause__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
+    return exc
+
+
+def _resume_advice(folder: Path) -> str:
+    return f"resume with `fieldrl tune --resume {folder}`"
+
+
+def _storage_problem(folder: Path, exc: BaseException) -> FieldrlError:
+    """One line for a failed read or write of study.db: what SQLite said and what to do about it."""
+    db = folder / DB_FILE
+    cause = _root_cause(exc)
+    reason = " ".join(str(cause).split())[:200] or type(cause).__name__
+    lowered = reason.lower()
+    if "is full" in lowered or getattr(cause, "sqlite_errorcode", None) == 13:  # SQLITE_FULL
+        return FieldrlError(
+            f"{db}: cannot write ({reason}); trials finished before are kept — free space, then "
+            f"{_resume_advice(folder)}"
+        )
+    if "locked" in lowered or "busy" in lowered:
+        return FieldrlError(
+            f"{db}: {reason}: another program holds the study storage; let it finish, then retry"
+        )
+    return FieldrlError(
+        f"{db}: cannot be used as the study storage ({reason}): restore it from a copy, or start a new "
+        "tuning folder"
+    )
 
 
 def study_name(scenario: Scenario, variant: str, label: str) -> str:
@@ -192,9 +344,11 @@ def tune(
     seed: int = 0,
     show_progress: bool = True,
 ) -> TuningResult:
-    """Create a tuning folder and run ``trials`` trials for each selected learned entry."""
-    if trials < 1:
-        raise FieldrlError(f"--trials = {trials}: allowed: an integer >= 1")
+    """Create a tuning folder, its studies, and run ``trials`` trials for each selected learned entry."""
+    if not 1 <= trials <= MAX_TRIALS:
+        raise FieldrlError(f"--trials = {trials}: allowed: an integer from 1 to {MAX_TRIALS:,}")
+    if train_steps is not None and train_steps < 1:
+        raise FieldrlError(f"--train-steps = {train_steps}: allowed: an integer >= 1")
     budget = budget_name(budget)
     scenario = load_scenario(scenario_ref).with_budget(budget)
     if not scenario.seeds.validation:
@@ -202,66 +356,142 @@ def tune(
             f"{scenario_ref}: seeds.validation is missing; tuning scores trials on validation seeds, "
             "never on held-out ones: add e.g. `validation: {start: 5000, count: 20}` under seeds"
         )
-    labels = [e.label for e in scenario.policies.learned]
-    chosen = policies or labels
-    for label in chosen:
-        if label not in labels:
-            raise FieldrlError(
-                f"--policy = {label!r}: allowed: {', '.join(labels) or 'none (no learned entry)'}"
-            )
+    chosen = list(dict.fromkeys(policies or [e.label for e in scenario.policies.learned]))
     variant = variant or scenario.variant_names[0]
-    if variant not in scenario.variant_names:
-        raise FieldrlError(f"--variant = {variant!r}: allowed: {', '.join(scenario.variant_names)}")
-    for label in chosen:
-        entry = entry_of(scenario, label)
-        assert isinstance(entry, LearnedEntry)
-        if not entry.runs_in(variant):
-            allowed = ", ".join(entry.variants or [])
-            raise FieldrlError(f"--variant = {variant!r}: {label} does not run in it; allowed: {allowed}")
-    _check_keep(scenario, chosen, keep)
-    if train_steps is not None and train_steps < 1:
-        raise FieldrlError(f"--train-steps = {train_steps}: allowed: an integer >= 1")
+    _check_choices(scenario, chosen, variant, keep, _OPTION_NAMES.__getitem__)
     folder = new_output_folder(out, "tuning", f"{runner.slug(scenario.name)}-{budget}")
     folder.mkdir(parents=True, exist_ok=True)
-    snapshot = yaml.safe_dump(
-        scenario.model_dump(mode="json", exclude={"budgets"}), sort_keys=False, allow_unicode=True
-    )
-    atomic_write_bytes(folder / SCENARIO_FILE, snapshot.encode())
-    settings = {
-        "source": str(scenario_ref),
-        "budget": budget,
-        "created": dt.datetime.now().isoformat(),
-        "trials": trials,
-        "policies": chosen,
-        "variant": variant,
-        "train_steps": train_steps,
-        "keep": list(keep),
-        "seed": seed,
-    }
-    atomic_write_bytes(folder / SETTINGS_FILE, json.dumps(settings, indent=1).encode())
-    return _run_study(folder, backend, show_progress)
+    with folder_lock(folder, LOCK_FILE, "tuning folder"):
+        if any(p.name != LOCK_FILE for p in folder.iterdir()):  # another `tune --out` got here first
+            raise FieldrlError(
+                f"--out = {str(folder)!r}: already exists and is not empty; choose a new folder"
+            )
+        snapshot = yaml.safe_dump(
+            scenario.model_dump(mode="json", exclude={"budgets"}), sort_keys=False, allow_unicode=True
+        )
+        then = "start the study again with a new --out"
+        atomic_write_bytes(folder / SCENARIO_FILE, snapshot.encode(), then)
+        settings = TuningSettings(
+            source=str(scenario_ref),
+            budget=budget,
+            created=dt.datetime.now().isoformat(),
+            trials=trials,
+            policies=chosen,
+            variant=variant,
+            train_steps=train_steps,
+            keep=list(keep),
+            seed=seed,
+        )
+        atomic_write_bytes(folder / SETTINGS_FILE, settings.model_dump_json(indent=1).encode(), then)
+        _create_studies(folder, scenario, settings)
+        return _run_study(folder, backend, show_progress)
 
 
-def _check_keep(scenario: Scenario, labels: list[str], keep: tuple[str, ...]) -> None:
+#: how a field of the settings is named when it comes from the command line
+_OPTION_NAMES = {"policies": "--policy", "variant": "--variant", "keep": "--keep"}
+
+
+def _check_choices(
+    scenario: Scenario, labels: list[str], variant: str, keep: tuple[str, ...], name: Callable[[str], str]
+) -> None:
+    """The policies, variant and ``keep`` of a study exist in ``scenario`` and fit together.
+
+    :param name: how to name a field in a message (``--policy`` on the command line, ``tuning.json:
+        policies`` on resuming).
+    """
+    known = [e.label for e in scenario.policies.learned]
+    for label in labels:
+        if label not in known:
+            allowed = ", ".join(known) or "none (no learned entry)"
+            raise FieldrlError(f"{name('policies')} = {label!r}: allowed: {allowed}")
+    if variant not in scenario.variant_names:
+        raise FieldrlError(f"{name('variant')} = {variant!r}: allowed: {', '.join(scenario.variant_names)}")
+    for label in labels:
+        entry = _learned(scenario, label)
+        if not entry.runs_in(variant):
+            allowed = ", ".join(entry.variants or [])
+            raise FieldrlError(
+                f"{name('variant')} = {variant!r}: {label} does not run in it; allowed: {allowed}"
+            )
+    _check_keep(scenario, labels, keep, name("keep"))
+
+
+def _learned(scenario: Scenario, label: str) -> LearnedEntry:
+    entry = entry_of(scenario, label)
+    assert isinstance(entry, LearnedEntry)
+    return entry
+
+
+def _check_keep(scenario: Scenario, labels: list[str], keep: tuple[str, ...], option: str = "--keep") -> None:
     """Every ``--keep`` names something the chosen entries' search spaces tune."""
     domain = get_domain(scenario.domain)
     known = set(KEEP_ALIASES)
     for label in labels:
-        entry = entry_of(scenario, label)
-        assert isinstance(entry, LearnedEntry)
-        for name in _space(entry, (), domain):
+        for name in _space(_learned(scenario, label), (), domain):
             known |= {name, name.removeprefix(PARAM_PREFIX)}
     for name in keep:
         if name not in known:
-            raise FieldrlError(f"--keep = {name!r}: not tuned here; allowed: {', '.join(sorted(known))}")
+            raise FieldrlError(f"{option} = {name!r}: not tuned here; allowed: {', '.join(sorted(known))}")
+
+
+def _create_studies(folder: Path, scenario: Scenario, settings: TuningSettings) -> None:
+    """Every study of a new tuning folder, before its first trial: so that on ``--resume`` a study
+    missing from study.db is a lost one (refused), never one to start over beside its trial files."""
+    optuna = _optuna()
+    direction = "maximize" if _higher_is_better(scenario) else "minimize"
+    with _storage_errors(folder):
+        storage = _storage(folder, existing=False)
+        for label in settings.policies:
+            optuna.create_study(
+                study_name=study_name(scenario, settings.variant, label), storage=storage, direction=direction
+            )
 
 
 def resume_tuning(folder: str | Path, backend: Any = None, show_progress: bool = True) -> TuningResult:
     """Finish an interrupted study: trials that were running are retried, finished ones kept."""
     path = Path(folder)
-    if not (path / SETTINGS_FILE).is_file() or not (path / SCENARIO_FILE).is_file():
+    if not path.is_dir() or not os.path.lexists(path / SETTINGS_FILE):
         raise FieldrlError(f"--resume = {str(folder)!r}: not a fieldrl tuning folder (no {SETTINGS_FILE})")
-    return _run_study(path, backend, show_progress)
+    with folder_lock(path, LOCK_FILE, "tuning folder"):
+        return _run_study(path, backend, show_progress)
+
+
+def _read_text(path: Path) -> str:
+    """A file of the tuning folder as text; a missing, non-regular or undecodable one is one line."""
+    try:
+        return read_regular(path).decode("utf-8")
+    except FileNotFoundError:
+        raise FieldrlError(f"{path}: missing; not a complete fieldrl tuning folder") from None
+    except OSError as exc:
+        raise FieldrlError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise FieldrlError(f"{path}: not readable as text ({exc}); was the file edited?") from None
+
+
+def _read_folder(folder: Path) -> tuple[Scenario, TuningSettings]:
+    """The tuning folder's scenario and settings, checked against each other (see TuningSettings)."""
+    scenario = parse_scenario(_read_text(folder / SCENARIO_FILE), str(folder / SCENARIO_FILE))
+    path = folder / SETTINGS_FILE
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        raise FieldrlError(f"{path}: not valid JSON ({exc}); was the file edited?") from None
+    try:
+        settings = TuningSettings.model_validate(data)
+    except ValidationError as exc:
+        raise file_shape_error(exc, str(path)) from None
+    if settings.budget not in (*BUDGET_NAMES, *BUDGET_ALIASES):
+        raise FieldrlError(f"{path}: budget = {settings.budget!r}: allowed: {', '.join(BUDGET_NAMES)}")
+    if len(set(settings.policies)) != len(settings.policies):
+        raise FieldrlError(f"{path}: policies = {settings.policies!r}: each policy at most once")
+    _check_choices(
+        scenario,
+        settings.policies,
+        settings.variant,
+        tuple(settings.keep),
+        lambda name: f"{path}: {name}",
+    )
+    return scenario, settings
 
 
 def _sampler(seed: int, trials: int) -> Any:
@@ -276,44 +506,198 @@ def _pruner(steps: int) -> Any:
 
 
 def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
+    """Run (or finish) every study of a tuning folder. The caller holds the folder's lock."""
+    scenario, settings = _read_folder(folder)
+    _check_ask_lock(folder)
+    with _storage_errors(folder):
+        return _run_studies(folder, scenario, settings, backend, show_progress)
+
+
+def _run_studies(
+    folder: Path, scenario: Scenario, settings: TuningSettings, backend: Any, show_progress: bool
+) -> TuningResult:
     from fieldrl.evaluation.backends import Backend
 
     optuna = _optuna()
     backend = backend if backend is not None else Backend()
-    settings = json.loads((folder / SETTINGS_FILE).read_text("utf-8"))
-    scenario = parse_scenario((folder / SCENARIO_FILE).read_text("utf-8"), str(folder / SCENARIO_FILE))
-    variant, trials = settings["variant"], int(settings["trials"])
+    variant, trials = settings.variant, settings.trials
     storage = _storage(folder)
+    _check_studies_exist(
+        folder, storage, [study_name(scenario, variant, label) for label in settings.policies]
+    )
     result = TuningResult(folder)
     data = scenario.model_dump(mode="json")
-    for label in settings["policies"]:
-        entry = entry_of(scenario, label)
-        assert isinstance(entry, LearnedEntry)
-        steps = int(settings["train_steps"] or entry.train_steps)
-        name = study_name(scenario, variant, label)
-        study = optuna.create_study(
-            study_name=name,
+    domain = get_domain(scenario.domain)
+    for label in settings.policies:
+        entry = _learned(scenario, label)
+        steps = settings.train_steps or entry.train_steps
+        study = optuna.load_study(
+            study_name=study_name(scenario, variant, label),
             storage=storage,
-            load_if_exists=True,
-            direction="maximize" if _higher_is_better(scenario) else "minimize",
-            sampler=_sampler(int(settings["seed"]), trials),
+            sampler=_sampler(settings.seed, trials),
             pruner=_pruner(steps),
         )
-        domain = get_domain(scenario.domain)
-        space = _space(entry, tuple(settings["keep"]), domain)
-        if not study.get_trials(deepcopy=False):
+        trial_list = _checked_trials(folder, study)
+        space = _space(entry, tuple(settings.keep), domain)
+        if not trial_list:
             _enqueue_handset(study, entry, space, _handset_params(scenario, variant, entry, domain, space))
         _requeue_interrupted(study)
         remaining = trials - _finished(study)
         if remaining > 0:
             workers = min(backend.jobs, remaining)
-            sampling = {**settings, "seed": _sampling_seed(int(settings["seed"]), study)}
+            sampling = {**settings.model_dump(), "seed": _sampling_seed(settings.seed, study)}
             calls = [(data, variant, str(folder), label, sampling, worker) for worker in range(workers)]
             with JobProgress(f"tuning {label}", remaining, enabled=show_progress) as progress:
                 backend.execute(study_worker, calls, progress, None)
         result.studies[label] = _write_tuned(folder, scenario, variant, entry, study, space, steps)
     _write_summary(folder, result)
     return result
+
+
+def _check_studies_exist(folder: Path, storage: Any, names: list[str]) -> None:
+    """Every study the settings name is in study.db: a lost one is not silently started over."""
+    held = set(_optuna().get_all_study_names(storage))
+    for name in names:
+        if name not in held:
+            raise FieldrlError(
+                f"{folder / DB_FILE}: does not hold study {name!r} (named by {SETTINGS_FILE}): restore "
+                "it, or start a new tuning folder"
+            )
+
+
+def _check_ask_lock(folder: Path) -> None:
+    """The workers' ask lock is a regular file of the folder (or not there yet): checked before any
+    trial is touched, so a link or FIFO planted there stops the study before it writes anything."""
+    with contextlib.suppress(FileNotFoundError):
+        os.close(open_regular(folder / ASK_LOCK_FILE, follow=False))
+
+
+# ----------------------------------------------------------------------------- reading trials back
+
+
+def _checked_trials(folder: Path, study: Any) -> list[Any]:
+    """The study's trials, each checked to be as fieldrl writes it (study.db may have been edited).
+
+    A complete trial has a finite value and the configuration it ran (``hyperparameters``,
+    ``n_envs``); every reported intermediate value is a number; the user attributes have their
+    types. Anything else is one line naming the study, the trial and what is wrong with it.
+    """
+    try:
+        trials = study.get_trials(deepcopy=False)
+    except (ValueError, TypeError, LookupError, AssertionError) as exc:  # a field Optuna cannot decode
+        raise _undecodable_trial(folder, study, exc) from None
+    for t in trials:
+        _check_trial(folder, study.study_name, t)
+    return trials
+
+
+def _trial_problem(
+    folder: Path, study: str, number: int, what: str, value: Any, allowed: str
+) -> FieldrlError:
+    return FieldrlError(
+        f"{folder / DB_FILE}: study {study!r}, trial {number}: {what} = {short_repr(value)}: allowed: "
+        f"{allowed} (not what fieldrl writes: was study.db edited? restore it from a copy, or start a "
+        "new tuning folder)"
+    )
+
+
+def _check_trial(folder: Path, study: str, t: Any) -> None:
+    from optuna.trial import TrialState
+
+    try:
+        attrs = _TrialAttrs.model_validate(t.user_attrs)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = ".".join(str(p) for p in err["loc"])
+        value = t.user_attrs.get(str(err["loc"][0]), err.get("input"))
+        message = err["msg"].removeprefix("Value error, ")
+        raise _trial_problem(folder, study, t.number, f"user attribute {name}", value, message) from None
+    for step, value in t.intermediate_values.items():
+        if not _is_number(value):
+            raise _trial_problem(
+                folder, study, t.number, f"intermediate value at step {step}", value, "a number"
+            )
+    if t.state != TrialState.COMPLETE:
+        return
+    value = t.values[0] if t.values and len(t.values) == 1 else t.values
+    if not _is_number(value) or not math.isfinite(value):
+        raise _trial_problem(folder, study, t.number, "value", value, "a finite number for a complete trial")
+    for name in ("hyperparameters", "n_envs"):
+        if getattr(attrs, name) is None:
+            raise _trial_problem(
+                folder, study, t.number, f"user attribute {name}", None, "present on a complete trial"
+            )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _undecodable_trial(folder: Path, study: Any, exc: Exception) -> FieldrlError:
+    """One line for trials Optuna cannot read back, naming the trial and what of it where that is found."""
+    try:
+        found = _first_undecodable(study)
+    except (ValueError, TypeError, LookupError, AssertionError):  # a row even the table models cannot load
+        found = None
+    if found is None:
+        return FieldrlError(
+            f"{folder / DB_FILE}: study {study.study_name!r}: its trials cannot be read back "
+            f"({type(exc).__name__}: {short_repr(str(exc))}); was study.db edited? restore it from a copy, "
+            "or start a new tuning folder"
+        )
+    return _trial_problem(folder, study.study_name, *found)
+
+
+def _first_undecodable(study: Any) -> tuple[int, str, Any, str] | None:
+    """``(trial number, what, stored value, what is allowed)`` of the first stored trial field Optuna
+    cannot decode, found through Optuna's own table models: its reader stops at such a field (a
+    ``JSONDecodeError``, an ``AssertionError`` on a NULL value) without saying where it is."""
+    from optuna.distributions import json_to_distribution
+    from optuna.storages._rdb import models
+
+    def fails(decode: Callable[[], Any]) -> bool:
+        try:
+            decode()
+        except (ValueError, TypeError, LookupError, AssertionError):
+            return True
+        return False
+
+    value_of = models.TrialValueModel.stored_repr_to_value
+    intermediate_of = models.TrialIntermediateValueModel.stored_repr_to_intermediate_value
+    storage = getattr(study._storage, "_backend", study._storage)  # under Optuna's cache
+    session = storage.scoped_session()
+    try:
+        query = session.query(models.TrialModel).filter(models.TrialModel.study_id == study._study_id)
+        for t in query.order_by(models.TrialModel.number):
+            for kind, rows in (
+                ("user attribute", t.user_attributes),
+                ("system attribute", t.system_attributes),
+            ):
+                for row in rows:
+                    if fails(lambda row=row: json.loads(row.value_json)):
+                        return (
+                            t.number,
+                            f"{kind} {row.key}",
+                            row.value_json,
+                            "valid JSON, as Optuna writes it",
+                        )
+            for p in t.params:
+                if fails(lambda p=p: json_to_distribution(p.distribution_json)):
+                    allowed = "valid JSON, as Optuna writes it"
+                    return t.number, f"distribution of parameter {p.param_name}", p.distribution_json, allowed
+                dist = json_to_distribution(p.distribution_json)
+                if fails(lambda p=p, dist=dist: dist.to_external_repr(p.param_value)):
+                    return t.number, f"parameter {p.param_name}", p.param_value, f"a value of {dist}"
+            for v in t.values:
+                if fails(lambda v=v: value_of(v.value, v.value_type)):
+                    return t.number, "value", v.value, f"a number (stored as {v.value_type.name})"
+            for i in t.intermediate_values:
+                if fails(lambda i=i: intermediate_of(i.intermediate_value, i.intermediate_value_type)):
+                    what = f"intermediate value at step {i.step}"
+                    return t.number, what, i.intermediate_value, "a number"
+    finally:
+        storage.scoped_session.remove()
+    return None
 
 
 def _sampling_seed(seed: int, study: Any) -> int:
@@ -398,19 +782,51 @@ def study_worker(
     surplus trial; the check after asking is for workers the lock does not reach (a Ray worker
     whose copy of the folder is on another machine's file system).
     """
+    path = Path(folder)
+    # as one line, also from a worker process (SQLAlchemy's errors do not pickle well)
+    with _storage_errors(path), _disk_full(path):
+        return _work(scenario_data, variant, path, label, settings, worker, events)
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextlib.contextmanager
+def _disk_full(folder: Path) -> Iterator[None]:
+    """A full disk while a trial trains (its temporary files) as one line with the resume command."""
+    try:
+        yield
+    except OSError as exc:
+        if not _is_disk_full(exc):
+            raise
+        where = exc.filename or "a trial's temporary files"
+        raise FieldrlError(
+            f"{where}: cannot write ({exc.strerror}); trials finished before are kept in {folder / DB_FILE} "
+            f"— free space, then {_resume_advice(folder)}"
+        ) from None
+
+
+def _work(
+    scenario_data: dict[str, Any],
+    variant: str,
+    path: Path,
+    label: str,
+    settings: dict[str, Any],
+    worker: int,
+    events: Any,
+) -> int:
     from optuna.trial import TrialState
 
     from fieldrl.policies.search_spaces import to_hyperparameters
 
     optuna = _optuna()
     scenario, domain, _ = runner._context(scenario_data, variant)
-    entry = entry_of(scenario, label)
-    assert isinstance(entry, LearnedEntry)
+    entry = _learned(scenario, label)
     trials = int(settings["trials"])
     steps = int(settings["train_steps"] or entry.train_steps)
     space = _space(entry, tuple(settings["keep"]), domain)
     width = _width(scenario, variant, entry)
-    path = Path(folder)
     study = optuna.load_study(
         study_name=study_name(scenario, variant, label),
         storage=_storage(path),
@@ -433,7 +849,9 @@ def study_worker(
             hyperparameters, n_envs = dict(entry.hyperparameters), entry.n_envs
             params = _own_tunable_params(entry, domain, space)
         else:
-            hyperparameters, n_envs = to_hyperparameters(entry.algorithm, sample, steps, width)
+            hyperparameters, n_envs = to_hyperparameters(
+                entry.algorithm, sample, steps, width, entry.hyperparameters, entry.n_envs
+            )
         trial.set_user_attr("hyperparameters", hyperparameters)
         trial.set_user_attr("n_envs", n_envs)
         trial.set_user_attr("params", params)
@@ -463,14 +881,18 @@ def _one_asker(folder: Path) -> Iterator[None]:
     reading that it waits and then marking it running. SQLite has no ``SELECT ... FOR UPDATE``,
     so two workers asking at once can both take the same trial, train it twice, and the second
     to finish fails on telling a finished trial (seen with ``--jobs 2``). An exclusive ``flock``
-    around ``ask`` closes that window; the kernel drops it if the worker dies.
+    around ``ask`` closes that window; the kernel drops it if the worker dies. The lock file is a
+    regular file of the folder, never opened through a link (``open_regular``).
     """
-    with open(folder / ASK_LOCK_FILE, "a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    fd = open_regular(folder / ASK_LOCK_FILE, os.O_RDWR, follow=False, create=True)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _tell(study: Any, job: TrialJob, outcome: dict[str, Any], folder: Path) -> None:
@@ -478,7 +900,7 @@ def _tell(study: Any, job: TrialJob, outcome: dict[str, Any], folder: Path) -> N
 
     if outcome.get("curve"):
         rel = f"trials/{runner.slug(job.policy)}/trial-{job.number:04d}.csv"
-        atomic_write_bytes(folder / rel, outcome["curve"].encode())
+        atomic_write_bytes(folder / rel, outcome["curve"].encode(), _resume_advice(folder))
     for key in ("num_timesteps", "gradient_updates"):
         if key in outcome:
             study._storage.set_trial_user_attr(job.trial_id, key, outcome[key])
@@ -550,6 +972,8 @@ def run_trial(
     except (KeyboardInterrupt, FieldrlError):
         raise
     except Exception as exc:  # a configuration that breaks training (NaN losses, ...) is a bad one
+        if _is_storage_error(exc) or _is_disk_full(exc):
+            raise  # the machine's fault, not the configuration's: the trial stays to be run again
         events.put(("done", job.key, entry.train_steps))
         return {"state": "failed", "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
     events.put(("done", job.key, entry.train_steps))
@@ -582,12 +1006,12 @@ def _write_tuned(
 ) -> dict[str, Any]:
     from fieldrl.policies.search_spaces import describe
 
+    trials = _checked_trials(folder, study)  # read back as written, whatever was done to study.db
     finished = _finished(study)
     try:
         best = study.best_trial
     except ValueError:  # no complete trial
         return {"trials": finished, "best_value": None, "file": None}
-    trials = study.get_trials(deepcopy=False)
     handset = [t for t in trials if t.user_attrs.get(HANDSET) and t.value is not None]
     record = {
         "study": study.study_name,
@@ -615,12 +1039,13 @@ def _write_tuned(
         f"#   tuned: {rel}\n"
     )
     text = header + yaml.safe_dump(tuned, sort_keys=False, allow_unicode=True)
-    atomic_write_bytes(folder / rel, text.encode())
+    atomic_write_bytes(folder / rel, text.encode(), _resume_advice(folder))
     return {**record, "file": rel}
 
 
 def _write_summary(folder: Path, result: TuningResult) -> None:
-    atomic_write_bytes(folder / "results.json", json.dumps(result.studies, indent=1).encode())
+    data = json.dumps(result.studies, indent=1).encode()
+    atomic_write_bytes(folder / "results.json", data, _resume_advice(folder))
 
 
 def trials_frame(folder: str | Path) -> Any:
@@ -629,25 +1054,26 @@ def trials_frame(folder: str | Path) -> Any:
 
     optuna = _optuna()
     path = Path(folder)
-    storage = _storage(path)
     rows = []
-    for summary in optuna.get_all_study_summaries(storage):
-        study = optuna.load_study(study_name=summary.study_name, storage=storage)
-        for t in study.get_trials(deepcopy=False):
-            rows.append(
-                {
-                    "study": summary.study_name,
-                    "number": t.number,
-                    "state": t.state.name,
-                    "value": t.value,
-                    "n_envs": t.user_attrs.get("n_envs"),
-                    "params": json.dumps(t.params, sort_keys=True),
-                    "hyperparameters": json.dumps(t.user_attrs.get("hyperparameters")),
-                    "policy_params": json.dumps(t.user_attrs.get("params") or {}),
-                    "interrupted": bool(t.user_attrs.get("interrupted", False)),
-                    "handset": bool(t.user_attrs.get(HANDSET, False)),
-                }
-            )
+    with _storage_errors(path):
+        storage = _storage(path)
+        for name in optuna.get_all_study_names(storage):
+            study = optuna.load_study(study_name=name, storage=storage)
+            for t in _checked_trials(path, study):
+                rows.append(
+                    {
+                        "study": name,
+                        "number": t.number,
+                        "state": t.state.name,
+                        "value": t.value,
+                        "n_envs": t.user_attrs.get("n_envs"),
+                        "params": json.dumps(t.params, sort_keys=True),
+                        "hyperparameters": json.dumps(t.user_attrs.get("hyperparameters")),
+                        "policy_params": json.dumps(t.user_attrs.get("params") or {}),
+                        "interrupted": bool(t.user_attrs.get("interrupted", False)),
+                        "handset": bool(t.user_attrs.get(HANDSET, False)),
+                    }
+                )
     return pd.DataFrame(rows)
 
 

@@ -120,14 +120,26 @@ def describe(space: dict[str, BaseDistribution]) -> dict[str, str]:
 
 
 def to_hyperparameters(
-    algorithm: str, sample: dict[str, Any], train_steps: int, width: int
+    algorithm: str,
+    sample: dict[str, Any],
+    train_steps: int,
+    width: int,
+    own: dict[str, Any] | None = None,
+    own_n_envs: int = 1,
 ) -> tuple[dict[str, Any], int]:
     """``(hyperparameters in YAML form, n_envs)`` for one sample, brought within the budget.
 
+    A parameter missing from ``sample`` (one ``fieldrl tune --keep`` holds fixed) keeps the
+    entry's own value: it is left out of the result (the entry's hyperparameters fill it) and only
+    the sampled values are fitted to the budget, against the entry's value where one is needed.
+
     :param width: SB3 envs per environment (agent slots in multi-agent domains; 1 otherwise).
+    :param own: the scenario entry's hyperparameters (SB3's defaults fill what it leaves out).
+    :param own_n_envs: the scenario entry's number of parallel envs.
     """
+    own = own or {}
     params = dict(sample)
-    n_envs = int(params.pop("n_envs"))
+    n_envs = int(params.pop("n_envs", own_n_envs))
     hp: dict[str, Any] = {}
     arch = params.pop("net_arch", None)
     activation = params.pop("activation_fn", None)
@@ -149,23 +161,32 @@ def to_hyperparameters(
         hp["action_noise"] = {"type": noise_type, "sigma": round(float(noise_std), 4)}
     for key, value in params.items():
         hp[key] = round(value, 8) if isinstance(value, float) else value
+
+    def value_of(name: str) -> Any:  # sampled, else the entry's own (None: not a plain number)
+        return hp[name] if name in hp else _handset_value(algorithm, name, own, n_envs)
+
     vec = n_envs * width
     if algorithm in ON_POLICY:
         fits = max(1, train_steps // vec)
-        if hp["n_steps"] > fits:  # a rollout longer than the budget: shorten it to fit
+        if "n_steps" in hp and hp["n_steps"] > fits:  # a rollout longer than the budget: shorten it
             hp["n_steps"] = max(2, 2 ** int(math.log2(fits))) if fits >= 2 else fits
         if "batch_size" in hp:
             # at most MAX_UPDATES gradient updates per trial: rl-zoo's smallest batches with 20 epochs
             # cost ~16x the updates of SB3's defaults, hours of CPU per trial at fieldrl's budgets
-            epochs = hp.get("n_epochs", 10)
+            epochs = value_of("n_epochs") or 10
             floor = max(64, 2 ** math.ceil(math.log2(max(1, train_steps * epochs / MAX_UPDATES))))
-            hp["batch_size"] = max(2, min(max(hp["batch_size"], floor), hp["n_steps"] * vec))
+            rollout = value_of("n_steps")
+            cap = rollout * vec if isinstance(rollout, int) else hp["batch_size"]
+            hp["batch_size"] = max(2, min(max(hp["batch_size"], floor), cap))
     else:
-        hp["learning_starts"] = min(hp["learning_starts"], train_steps // 4)
-        # at most one gradient step per environment step collected (update-to-data ratio <= 1)
-        hp["gradient_steps"] = min(hp["gradient_steps"], hp["train_freq"] * vec)
-        if algorithm == "dqn":
-            room = max(1, (train_steps - hp["learning_starts"]) // 2)
+        if "learning_starts" in hp:
+            hp["learning_starts"] = min(hp["learning_starts"], train_steps // 4)
+        freq = value_of("train_freq")
+        if "gradient_steps" in hp and isinstance(freq, int):
+            # at most one gradient step per environment step collected (update-to-data ratio <= 1)
+            hp["gradient_steps"] = min(hp["gradient_steps"], freq * vec)
+        if algorithm == "dqn" and "target_update_interval" in hp:
+            room = max(1, (train_steps - int(value_of("learning_starts") or 0)) // 2)
             hp["target_update_interval"] = min(hp["target_update_interval"], room)
     return hp, n_envs
 
