@@ -283,3 +283,26 @@ def test_n_envs_left_at_its_default_is_not_called_replaced(scenario_data, write_
 def test_shipped_scenarios_write_nothing_their_tuned_files_replace(ref):
     for entry in load_scenario(ref, build=False).policies.learned:
         assert entry.tuning is None or not entry.tuning.replaced, (entry.label, entry.replaced_settings())
+
+
+# ----------------------------------------------------------------------------- --trust
+
+
+def test_evaluate_trust_finishes_with_weights_the_manifest_does_not_vouch_for(
+    scenario_data, write_scenario, tmp_path
+):
+    """A weights file put there by hand (the same tensors, halved) is evaluated with --trust, and the
+    summary's training record is read from that file, not refused against the manifest."""
+    from fieldrl.policies.weights import policy_bytes, read_record, read_weights
+
+    run_dir = fieldrl.train(write_scenario(scenario_data), out=tmp_path / "run", show_progress=False)
+    path = run_dir / "models/default/PPO/seed-0/policy.safetensors"
+    record = read_record(path)
+    halved = {k: v / 2 if v.is_floating_point() else v for k, v in read_weights(path).items()}
+    path.write_bytes(policy_bytes(halved, record))
+    _one_line_exit_2(
+        ["evaluate", str(run_dir), "--quiet"], "policy.safetensors", "does not match the manifest"
+    )
+    trusted = cli.invoke(app, ["evaluate", str(run_dir), "--quiet", "--trust"])
+    assert trusted.exit_code == 0, trusted.output
+    assert cli.invoke(app, ["report", str(run_dir)]).exit_code == 0

@@ -374,7 +374,7 @@ def evaluate(
     ).reset_index(drop=True)
     summary = summarize(results, scenario, domain, meta.get("budget", "full"))
     summary["failed_episodes"] = failures
-    summary["validation"] = {"heuristics": validation, "learned": _training_records(folder, scenario)}
+    summary["validation"] = {"heuristics": validation, "learned": _training_records(folder, scenario, trust)}
     written = ["results.parquet", "summary.json"]
     folder.write_parquet("results.parquet", results, record=False)
     if traces:
@@ -386,10 +386,11 @@ def evaluate(
     return results
 
 
-def _training_records(folder: RunFolder, scenario: Scenario) -> dict[str, Any]:
+def _training_records(folder: RunFolder, scenario: Scenario, trust: bool = False) -> dict[str, Any]:
     """What each trained model's weights file says about its training (steps, updates, selection).
 
-    Read from the files themselves (their safetensors header), not from the scenario's stated budget.
+    Read from the files themselves (their safetensors header), not from the scenario's stated budget;
+    ``trust``: from the weights files evaluated, whether the manifest lists them or not.
     """
     from fieldrl.policies.learned import MODEL_FILE
     from fieldrl.policies.weights import read_record
@@ -398,9 +399,13 @@ def _training_records(folder: RunFolder, scenario: Scenario) -> dict[str, Any]:
     records: dict[str, Any] = {}
     for job in runner.train_jobs(scenario):
         rel = f"{runner.model_dir(job.variant, job.policy, job.seed)}/{MODEL_FILE}"
-        if rel in hashes:
-            record = read_record(folder.verified_path(rel, hashes[rel]))
-            records.setdefault(job.variant, {}).setdefault(job.policy, {})[str(job.seed)] = record
+        if trust and folder.inside(rel).is_file():
+            path = folder.inside(rel)
+        elif rel in hashes:
+            path = folder.verified_path(rel, hashes[rel])
+        else:
+            continue
+        records.setdefault(job.variant, {}).setdefault(job.policy, {})[str(job.seed)] = read_record(path)
     return records
 
 

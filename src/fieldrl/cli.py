@@ -134,6 +134,11 @@ def backend_of(jobs: int, backend: BackendName, address: str | None) -> api.Back
     return api.Backend(jobs=jobs, name=backend.value, address=address)
 
 
+def _note(line: str) -> None:
+    """A line the user should read before a long run starts (on stderr: stdout stays the results)."""
+    complain(f"[bold yellow]note:[/] {escape(line)}", markup=True, soft_wrap=True, highlight=False)
+
+
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Turn fieldrl's input errors into one message and exit 2; Ctrl-C into exit 130."""
 
@@ -255,7 +260,7 @@ def run(
         raise FieldrlError("SCENARIO is missing: give a built-in name or YAML path, or --resume RUN_DIR")
     else:
         chosen = (budget or BudgetName.full).value
-        result = api.run(scenario, out_dir, chosen, where, show_progress=not quiet)
+        result = api.run(scenario, out_dir, chosen, where, show_progress=not quiet, announce=_note)
     print_summary(result.summary)
     say(f"Run folder: {result.run_dir}")
     say(f"Report: {result.report}")
@@ -277,7 +282,7 @@ def train(
     from fieldrl import api
 
     where = backend_of(jobs, backend, address)
-    path = api.train(scenario, out_dir, budget.value, where, show_progress=not quiet)
+    path = api.train(scenario, out_dir, budget.value, where, show_progress=not quiet, announce=_note)
     say(f"Trained models in: {path}  (next: fieldrl evaluate {path})")
 
 
@@ -317,6 +322,10 @@ def evaluate(
     exit_if_episodes_failed(summary)
 
 
+#: trials per learned entry of `fieldrl tune` without --trials
+DEFAULT_TRIALS = 20
+
+
 @app.command()
 @user_errors
 def tune(
@@ -324,12 +333,27 @@ def tune(
         str | None, typer.Argument(help="built-in name (e.g. chemo/full) or YAML path")
     ] = None,
     trials: Annotated[
-        int, typer.Option("--trials", min=1, max=10_000, help="trials per learned entry (equal for all)")
-    ] = 20,
+        int | None,
+        typer.Option(
+            "--trials",
+            min=1,
+            max=10_000,
+            help=f"trials per learned entry (equal for all) [default: {DEFAULT_TRIALS}]",
+            show_default=False,
+        ),
+    ] = None,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="tuning folder to create (must not exist)")
     ] = None,
-    budget: BudgetOpt = BudgetName.full,
+    budget: Annotated[
+        BudgetName | None,
+        typer.Option(
+            "--budget",
+            help="demo, medium (where the scenario has one) or full ('quick': demo's old name) "
+            "[default: full]",
+            show_default=False,
+        ),
+    ] = None,
     jobs: JobsOpt = 1,
     backend: BackendOpt = BackendName.local,
     address: AddressOpt = None,
@@ -347,7 +371,11 @@ def tune(
         typer.Option("--keep", help="hyperparameter kept at the scenario's value, not tuned (repeatable)"),
     ] = None,
     resume: Annotated[
-        Path | None, typer.Option("--resume", help="finish an interrupted tuning folder instead")
+        Path | None,
+        typer.Option(
+            "--resume",
+            help="finish an interrupted tuning folder instead, with the settings it was started with",
+        ),
     ] = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -358,17 +386,31 @@ def tune(
 
     where = backend_of(jobs, backend, address)
     if resume is not None:
-        if scenario is not None or out_dir is not None:
-            raise FieldrlError("--resume DIR takes no SCENARIO or --out: the tuning folder holds both")
+        given = {
+            "SCENARIO": scenario,
+            "--out": out_dir,
+            "--trials": trials,
+            "--budget": budget,
+            "--policy": policy,
+            "--variant": variant,
+            "--train-steps": train_steps,
+            "--keep": keep,
+        }
+        named = [name for name, value in given.items() if value is not None and value != []]
+        if named:
+            raise FieldrlError(
+                f"--resume DIR takes no {', '.join(named)}: the tuning folder holds them (a study "
+                "finishes as it was started; for other settings start a new tuning folder)"
+            )
         result = tuning.resume_tuning(resume, where, show_progress=not quiet)
     elif scenario is None:
         raise FieldrlError("SCENARIO is missing: give a built-in name or YAML path, or --resume DIR")
     else:
         result = tuning.tune(
             scenario,
-            trials,
+            DEFAULT_TRIALS if trials is None else trials,
             out_dir,
-            budget.value,
+            (budget or BudgetName.full).value,
             where,
             policies=policy,
             variant=variant,
@@ -450,18 +492,26 @@ def bench(
         raise typer.Exit(1)
 
 
-#: exit status of a run or evaluation that finished but has failed episodes (simulator errors)
+#: exit status of a run or evaluation that finished but has failed episodes (simulator errors, or a
+#: policy's non-finite actions)
 EXIT_FAILED_EPISODES = 3
 
 
 def exit_if_episodes_failed(summary: dict[str, Any]) -> None:
-    """A finished run with failed held-out episodes says how many and exits with status 3."""
+    """A finished run with failed held-out episodes says how many, what ended them (a simulator
+    error, or a policy's non-finite actions) and exits with status 3."""
+    from fieldrl.reportkit.summary import failures_ended
+
     failed = summary.get("failed_episodes") or []
     if failed:
+        first, ended = failed[0], failures_ended(failed)
+        where = "" if first.get("variant", "default") == "default" else f" [{first['variant']}]"
+        reason = str(first["reason"])
+        said = "" if reason in ended else f": {reason}"  # not twice what every one of them said
         complain(
-            f"[bold red]failed:[/] {len(failed)} held-out episode(s) ended in a simulator error "
-            f"(first: {escape(str(failed[0]['reason']))}); they are left out of the numbers and listed "
-            "in the report",
+            f"[bold red]failed:[/] {len(failed)} held-out episode(s) ended {ended} (first: "
+            f"{escape(str(first['policy']) + where)}, eval seed {first['eval_seed']}{escape(said)}); they "
+            "are left out of the numbers and listed in the report",
             highlight=False,
             markup=True,
             soft_wrap=True,

@@ -921,11 +921,11 @@ def _validate_domain_parts(scenario: Scenario, source: str, build: bool = True) 
 
 def _installed_domain(name: str, source: str) -> Any:
     """The registered domain ``name``; a ``ScenarioError`` on ``domain`` when its extra is missing."""
-    from fieldrl.domains import MissingExtraError, get_domain
+    from fieldrl.domains import DomainUnavailableError, get_domain
 
     try:
         return get_domain(name)
-    except MissingExtraError as exc:
+    except DomainUnavailableError as exc:
         raise ScenarioError(source, "domain", name, exc.advice) from None
 
 

@@ -7,14 +7,13 @@ labels, instead of letting every column shrink to "pers…".
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -69,19 +68,22 @@ def scenarios_table() -> Table:
 
 
 def domain_summary(name: str) -> str:
-    """First sentence of a registered domain module's docstring, read without importing the domain."""
-    from fieldrl.domains import entry_point
+    """First sentence of a registered domain module's docstring, read without importing the domain.
 
-    spec = importlib.util.find_spec(entry_point(name).module)
-    if spec is None or spec.origin is None:
-        return ""
-    doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text("utf-8"))) or ""
-    return doc.split("\n")[0].rstrip(".")
+    :raises BrokenDomainError: its module cannot be found or does not parse.
+    """
+    from fieldrl.domains import module_docstring
+
+    return module_docstring(name).split("\n")[0].rstrip(".")
 
 
-def domains_table() -> Table:
-    """Each registered domain in one line (and the extra it needs, if missing), and the algorithms."""
-    from fieldrl.domains import domain_names, missing_extra
+def domains_table() -> RenderableType:
+    """Each registered domain in one line (and the extra it needs, if missing), and the algorithms.
+
+    A domain whose package is broken (or whose name two packages register) is left out of the table
+    and named below it in one line: a third party's broken package never breaks ``fieldrl list``.
+    """
+    from fieldrl.domains import BrokenDomainError, domain_names, unavailable
 
     table = Table(
         title="Domains: fieldrl list DOMAIN shows its heuristics and KPIs",
@@ -90,13 +92,17 @@ def domains_table() -> Table:
     )
     table.add_column("domain", no_wrap=True)
     table.add_column("what it simulates", ratio=1)
+    refused: list[Text] = []
     for d in domain_names():
+        problem = unavailable(d)
+        if isinstance(problem, BrokenDomainError):
+            refused.append(Text(f"left out: {problem}", style="red", overflow="fold"))
+            continue
         summary = domain_summary(d)
-        problem = missing_extra(d)
         if problem is not None:
             summary += f" (not installed: {problem.advice.rpartition(': ')[2]})"
         table.add_row(d, escape(summary))
-    return table
+    return Group(table, *refused)
 
 
 def domain_tables(name: str) -> list[Table]:

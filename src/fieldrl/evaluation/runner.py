@@ -8,6 +8,7 @@ uses one torch thread.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from fieldrl.errors import FieldrlError
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.names import slug
 from fieldrl.policies.base import Policy
+from fieldrl.reportkit.summary import NON_FINITE_ACTIONS
 from fieldrl.scenario import HeuristicEntry, LearnedEntry, Scenario
 from fieldrl.scenario_checks import entry_of, heuristic_policy, training_vec_env
 
@@ -150,7 +152,7 @@ def _one_at_a_time(
         except (FieldrlError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            failures.append((offset + i, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))
+            failures.append((offset + i, failure_reason(exc)))
             rows.append(None)
             continue
         rows.append(values)
@@ -161,6 +163,57 @@ def _one_at_a_time(
         for name in names
     }
     return values, trace
+
+
+class PolicyFailure(Exception):
+    """The policy, not the simulator, ended an episode: it answered NaN or infinite actions.
+
+    Its message is the failure's recorded reason, :data:`~fieldrl.reportkit.summary.NON_FINITE_ACTIONS`,
+    which reports and the exit line tell apart from simulator errors.
+    """
+
+
+#: what in a policy's error says it met NaN or infinite numbers (torch's distributions, given a NaN
+#: mean: "Expected parameter loc ... to satisfy the constraint Real(), but found invalid values")
+_NON_FINITE_WORDS = re.compile(r"\b(?:nan|inf)\b|invalid values", re.IGNORECASE)
+
+
+def failure_reason(exc: Exception) -> str:
+    """Why an episode failed, as recorded: the policy's failure as it said, else the simulator's error."""
+    if isinstance(exc, PolicyFailure):
+        return str(exc)
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+def _act(policy: Policy, obs: Any, episode_start: np.ndarray) -> np.ndarray:
+    """``policy``'s actions; a :class:`PolicyFailure` where, on finite observations, they are NaN or
+    infinite or the policy's own numbers are (a learned model with NaN weights).
+
+    Passed on, a NaN dose or move fails inside the simulator, reads as a simulator error, or
+    silently gives NaN KPIs. Non-finite observations are the simulator's doing: nothing is said
+    here, and what follows is recorded as the simulator's error.
+    """
+    try:
+        action = np.asarray(policy.act(obs, episode_start))
+    except FieldrlError:
+        raise
+    except Exception as exc:
+        if _NON_FINITE_WORDS.search(str(exc)) and _finite(obs):
+            raise PolicyFailure(NON_FINITE_ACTIONS) from exc
+        raise
+    if action.dtype.kind in "fc" and not np.isfinite(action).all() and _finite(obs):
+        raise PolicyFailure(NON_FINITE_ACTIONS)
+    return action
+
+
+def _finite(obs: Any) -> bool:
+    """Whether every number of ``obs`` (an array, or a dict of arrays) is finite."""
+    parts = obs.values() if isinstance(obs, dict) else [obs]
+    for part in parts:
+        array = np.asarray(part)
+        if array.dtype.kind in "fc" and not np.isfinite(array).all():
+            return False
+    return True
 
 
 @contextmanager
@@ -193,7 +246,7 @@ def _play(envs: EvalEnvs, policy: Policy, n: int) -> EpisodeRecord:
     rewards, actions, actives, terms = [], [], [], []
     infos: dict[str, list[np.ndarray]] = {}
     while active.any():
-        action = np.asarray(policy.act(obs, episode_start))
+        action = _act(policy, obs, episode_start)
         obs, reward, terminated, truncated, info = envs.step(action)
         rewards.append(np.asarray(reward, dtype=float))
         actions.append(action)
@@ -474,7 +527,7 @@ def model_files(run_dir: str, job: EvalJob, hashes: dict[str, str], trust: bool)
     model_rel, norm_rel = f"{rel}/{MODEL_FILE}", f"{rel}/{NORM_FILE}"
     if trust:  # the user vouches for files the manifest does not list (they are only tensors)
         model_path = folder.require(model_rel, "no trained model here; run `fieldrl train` first")
-        norm_path = folder.path / norm_rel if (folder.path / norm_rel).is_file() else None
+        norm_path = folder.inside(norm_rel) if (folder.path / norm_rel).exists() else None  # a FIFO: refused
         return model_path, norm_path
     if model_rel not in hashes:
         raise FieldrlError(

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, pct, too_few
-from fieldrl.reportkit.summary import cases, ranked
+from fieldrl.reportkit.summary import cases, failures_ended, failures_in, ranked
 
 
 def label(kpi: dict[str, Any]) -> str:
@@ -153,8 +153,8 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
         best = learned or heuristic
         if best is None:
             return [
-                f"{where}No policy has results here: every held-out episode ended in a simulator error "
-                "(see 'Failed episodes' in the appendix)."
+                f"{where}No policy has results here: every held-out episode ended "
+                f"{failures_ended(failures_in(summary, variant))} (see 'Failed episodes' in the appendix)."
             ] + oracle_lines(summary, variant)
         stats = entry["policies"][best][primary["name"]]["mean"]
         kinds = {p["kind"] for p in summary["policies"]}

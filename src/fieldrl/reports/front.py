@@ -19,7 +19,7 @@ from fieldrl.reportkit import figures
 from fieldrl.reportkit.context import ReportContext
 from fieldrl.reportkit.layout import CELL_PADDING, min_column_width, spread
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, fmt_cell, join_words, plural
-from fieldrl.reportkit.summary import cases, measured_kpis, ranked
+from fieldrl.reportkit.summary import cases, failures_ended, failures_in, measured_kpis, ranked
 from fieldrl.reports.findings import _change, _scale, averaged_apart, label
 
 #: the chart on page 1 shows at most this many measures, and is at most this tall
@@ -59,7 +59,10 @@ def verdict_sentence(summary: dict[str, Any], variant: str, headlines: list[dict
     if not learned or not heuristic:
         best = learned or heuristic
         if best is None:
-            return "No policy has results: every held-out episode ended in a simulator error."
+            return (
+                "No policy has results: every held-out episode ended "
+                f"{failures_ended(failures_in(summary, variant))}."
+            )
         kind = "learned" if learned else "standard"
         value = entry["policies"][best][primary["name"]]["mean"]["value"]
         return (

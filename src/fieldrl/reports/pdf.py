@@ -54,7 +54,7 @@ from fieldrl.reportkit.layout import (
     stylesheet,
 )
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, fmt_cell, join_words, plural, too_few
-from fieldrl.reportkit.summary import cases, measured_kpis, ranked
+from fieldrl.reportkit.summary import cases, failures_ended, measured_kpis, ranked
 from fieldrl.reports import front
 from fieldrl.reports.findings import masked_for_small_samples, pair_findings, variant_findings
 from fieldrl.scenario import Scenario, budget_name
@@ -476,16 +476,16 @@ def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
     if table is not None:
         story.extend([Spacer(1, 4), table, Spacer(1, 4)])
     story.append(front.chart(ctx, headlines, PAGE_WIDTH * (0.95 if single else 0.8)))
-    failed = len(summary.get("failed_episodes") or [])
-    if failed:
+    failures = summary.get("failed_episodes") or []
+    if failures:
         runs = len(scenario.policies.heuristics) + len(scenario.policies.learned) * len(scenario.seeds.train)
         n_eval = len(scenario.seeds.eval) * scenario.episodes_per_seed
         total = n_eval * runs * len(variants)
         story.append(
             Paragraph(
-                f"<b>{failed} of {total} held-out episodes failed</b> (simulator errors, each retried "
-                "once on a fresh simulator) and are left out of every number in this report; the appendix "
-                "lists them.",
+                f"<b>{len(failures)} of {total} held-out episodes failed</b>: they ended "
+                f"{escape(failures_ended(failures))}, each retried once on a fresh simulator, and are left "
+                "out of every number in this report; the appendix lists them.",
                 styles["Finding"],
             )
         )
@@ -802,9 +802,9 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
         out.append(Paragraph("Failed episodes", styles["Heading3"]))
         out.append(
             ctx.para(
-                f"{len(failed)} held-out episode(s) ended in a simulator error; they were re-run alone on a "
-                "fresh simulator, failed again, and are left out of every number above (an eval seed with "
-                "no successful episode has no value). First failures:",
+                f"{len(failed)} held-out episode(s) ended {failures_ended(failed)}; they were re-run alone "
+                "on a fresh simulator, failed again, and are left out of every number above (an eval seed "
+                "with no successful episode has no value). First failures:",
                 "Small",
             )
         )
@@ -813,7 +813,7 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
             out.append(
                 ctx.para(
                     f"{f['policy']}{where}, train seed {f['train_seed']}, eval seed {f['eval_seed']}, "
-                    f"episode {f['episode']}: {escape(f['reason'])}",
+                    f"episode {f['episode']}: {f['reason']}",
                     "Small",
                 )
             )

@@ -209,7 +209,22 @@ class TrafficParams(_Strict):
                 reason = " ".join(str(exc).split())[:200] or type(exc).__name__
                 value = getattr(self, given[0])
                 raise ValueError(f"{given[0]} {value!r}: SUMO cannot use its network ({reason})") from None
+            self._check_inputs_load(given[0], source)
         return self
+
+    def _check_inputs_load(self, field: str, source: NetworkSource) -> None:
+        """SUMO starts on the network with your route and additional files, as every episode does.
+
+        A file SUMO rejects (an additional file naming a lane the network lacks) would otherwise fail
+        every held-out episode of the run. RESCO's own files ship with sumo-rl and are not rechecked.
+        """
+        if field == "resco" or not (source.route_files or source.additional_files):
+            return
+        from fieldrl.domains.traffic import sumo
+
+        problem = sumo.load_error(source.net_file, source.route_files, source.additional_files, self.begin_s)
+        if problem is not None:
+            raise ValueError(f"{field} {getattr(self, field)!r}: SUMO refuses to start: {problem}")
 
     def _checked_source(self, field: str) -> NetworkSource:
         """:meth:`network_source`, with a config's begin and length filled in where not given."""

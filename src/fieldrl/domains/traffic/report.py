@@ -167,6 +167,11 @@ def has_pedestrians(params: Any) -> bool:
 def finding(ctx: ReportContext, variant: str, pedestrians: bool = True) -> str:
     """Plain words for a traffic engineer: best controllers vs fixed-time, per mode and at the worst."""
     evaluated = ctx.evaluated(variant)
+    if not evaluated:
+        return (
+            "No controller has results at this site: every held-out episode failed (see 'Failed "
+            "episodes' in the appendix)."
+        )
     pols = set(evaluated)
     fixed = _fixed_label(ctx)
     best_h, best_l = ctx.best_heuristic(variant), ctx.best_learned(variant)
@@ -317,6 +322,8 @@ def report_section(ctx: ReportContext) -> list[Any]:
         heading = [] if variant == "default" else [Paragraph(f"Setting {variant}", styles["Heading3"])]
         story.append(Paragraph("Finding for the traffic engineer", styles["Heading3"]))
         story.append(ctx.para(finding(ctx, variant, peds), "Finding"))
+        if not ctx.evaluated(variant):  # every episode failed: no numbers to chart
+            continue
         png = delay_boxes(ctx.results, variant, order, colors, peds)
         if png is not None:
             story.append(

@@ -12,9 +12,11 @@ import contextlib
 import io
 import itertools
 import os
+import re
+import subprocess
 import sys
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +132,63 @@ def close(handle: Any, owner: object) -> None:
         return
     with contextlib.suppress(Exception):  # a TraCI connection whose SUMO died: nothing left to close
         handle.close()
+
+
+#: seconds SUMO may take to load a network and its inputs before :func:`load_error` gives up on it
+LOAD_TIMEOUT_S = 300
+_LOAD_CHECKED: dict[tuple[Any, ...], str | None] = {}
+_LOADING = re.compile(r"^Loading (?:[\w-]+ )?[\w-]+ from '([^']*)'")
+
+
+def load_error(
+    net_file: Path, route_files: Sequence[Path] = (), additional_files: Sequence[Path] = (), begin_s: int = 0
+) -> str | None:
+    """What SUMO says when it refuses to start on these files, naming the file it was reading; None
+    if it starts and simulates its first second.
+
+    Run as a ``sumo`` process of its own (its messages are read, and libsumo stays free), once per
+    process for the same files (as they are on disk).
+    """
+    files = [net_file, *route_files, *additional_files]
+    key = (begin_s, *((str(f), *_stamp(f)) for f in files))
+    if key not in _LOAD_CHECKED:
+        _LOAD_CHECKED[key] = _sumo_load_error(net_file, route_files, additional_files, begin_s)
+    return _LOAD_CHECKED[key]
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+def _sumo_load_error(
+    net_file: Path, route_files: Sequence[Path], additional_files: Sequence[Path], begin_s: int
+) -> str | None:
+    cmd = [binary("sumo"), "--verbose", "-n", str(net_file)]
+    if route_files:
+        cmd += ["-r", ",".join(str(f) for f in route_files)]
+    if additional_files:
+        cmd += ["-a", ",".join(str(f) for f in additional_files)]
+    cmd += ["--begin", str(begin_s), "--end", str(begin_s + 1), "--no-step-log", "true"]
+    cmd += ["--no-warnings", "true", "--duration-log.disable", "true"]
+    try:
+        result = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=LOAD_TIMEOUT_S,
+            env={**os.environ, "SUMO_HOME": str(SUMO_HOME)},
+        )
+    except subprocess.TimeoutExpired:
+        return f"SUMO did not finish loading within {LOAD_TIMEOUT_S} s"
+    if result.returncode == 0:
+        return None
+    reading = [m.group(1) for line in result.stdout.splitlines() if (m := _LOADING.match(line))]
+    said = result.stderr.strip().splitlines() or [f"sumo exited with status {result.returncode}"]
+    errors = [line.removeprefix("Error: ") for line in said if line.startswith("Error")]
+    where = f"{reading[-1]}: " if reading else ""  # SUMO names the file only in its --verbose progress
+    return f"{where}{' '.join((errors or said[-1:])[0].split())[:300]}"
