@@ -5,7 +5,9 @@ Stable-Baselines3 does not refuse a budget that cannot train: an off-policy lear
 on-policy learner whose first rollout (``n_steps`` x parallel envs) is longer than
 ``train_steps`` trains on more steps than the budget says (SB3 always finishes a rollout).
 Both would then be ranked as "learned policies" in a report. fieldrl refuses them when the
-scenario is validated, for the full budget and for every budget the scenario defines.
+scenario is validated, for the full budget and for every budget the scenario defines, and with
+them a rollout or replay buffer that could not fit in memory even with the smallest observation
+(one number; building the env, as ``--build`` and ``run`` do, then judges the real sizes).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from fieldrl.policies import memory_guard
 from fieldrl.policies.registry import build_kwargs
 from fieldrl.policies.signatures import SIGNATURES
 
@@ -49,6 +52,9 @@ def training_problem(
     signature = SIGNATURES[algorithm]
     kwargs = {**signature.defaults, **build_kwargs(_without_noise(hyperparameters), None)}
     vec = n_envs * width
+    problem = _memory_problem(signature.kind, kwargs, vec)
+    if problem:
+        return problem
     if signature.kind == "on":
         rollout = int(kwargs.get("n_steps", 0)) * vec
         if rollout > train_steps:
@@ -91,3 +97,15 @@ def training_problem(
                 f"network would never be updated; allowed: <= {train_steps - starts:,} at this budget",
             )
     return None
+
+
+def _memory_problem(kind: str, kwargs: dict[str, Any], vec: int) -> Problem | None:
+    """A buffer that cannot fit even with a one-number observation and action (a lower bound of
+    :func:`fieldrl.policies.memory_guard.buffer_problem`, which needs the built env's spaces)."""
+    key = "n_steps" if kind == "on" else "buffer_size"
+    per_step = {
+        "n_steps": memory_guard.rollout_bytes_per_step(vec, obs=1, act=1),
+        "buffer_size": memory_guard.replay_bytes_per_step(obs=1, act=1),
+    }
+    least = " even with a one-number observation"
+    return memory_guard.fits_problem({key: per_step[key]}, kwargs, least=least)

@@ -6,7 +6,9 @@ machine's other work) when training allocates. Two guards, both judged against t
 machine has free now:
 
 - :func:`buffer_problem` estimates the rollout / replay buffer from the env's spaces and the
-  entry's ``n_envs`` before anything is built, and names the hyperparameter at fault;
+  entry's ``n_envs`` before anything is built, and names the hyperparameter at fault (validation
+  without building judges the same sizes with a one-entry observation and action: a lower bound,
+  ``fieldrl.policies.feasibility.training_problem``);
 - :func:`address_space_capped` caps this process's address space while the model is built
   once on a one-env copy, so that any other oversized allocation (layer widths, critic count,
   LSTM size) fails fast with a ``MemoryError`` instead of swapping or being OOM-killed.
@@ -16,10 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from gymnasium import spaces
+
+if TYPE_CHECKING:  # imported where used: the free-memory checks at validation need no gymnasium
+    from gymnasium import spaces
 
 #: share of the free memory one learned entry may claim for its buffer or model
 SHARE = 0.5
@@ -48,6 +52,8 @@ def gib(n_bytes: float) -> str:
 
 
 def _size(space: spaces.Space) -> int:
+    from gymnasium import spaces
+
     if isinstance(space, spaces.Dict):
         return sum(_size(s) for s in space.spaces.values())
     if isinstance(space, spaces.Tuple):
@@ -59,6 +65,8 @@ def _size(space: spaces.Space) -> int:
 
 def _mask_size(space: spaces.Space) -> int:
     """Entries of an action mask (MaskablePPO stores one per step and env)."""
+    from gymnasium import spaces
+
     if isinstance(space, spaces.Discrete):
         return int(space.n)
     if isinstance(space, spaces.MultiDiscrete):
@@ -78,16 +86,37 @@ def buffer_problem(
     :param n_envs: the entry's ``n_envs``.
     :param hyperparameters: constructor arguments, after YAML conversion.
     """
+    obs, act = _size(venv.observation_space), _size(venv.action_space)
+    per_step = {
+        "n_steps": rollout_bytes_per_step(venv.num_envs * n_envs, obs, act, _mask_size(venv.action_space)),
+        "buffer_size": replay_bytes_per_step(obs, act),
+    }
+    return fits_problem(per_step, hyperparameters, available)
+
+
+def rollout_bytes_per_step(envs: int, obs: int, act: int, mask: int = 0) -> int:
+    """Bytes a rollout buffer holds per ``n_steps`` over ``envs`` envs: obs, action, mask, and
+    reward/return/value/log-prob/advantage/episode-start."""
+    return envs * _FLOAT * (obs + act + mask + 6)
+
+
+def replay_bytes_per_step(obs: int, act: int) -> int:
+    """Bytes a replay buffer holds per ``buffer_size`` (all envs together): obs and next obs, action,
+    reward, done, timeout."""
+    return _FLOAT * (2 * obs + act + 3)
+
+
+def fits_problem(
+    per_step: dict[str, int], hyperparameters: dict[str, Any], available: int | None = None, least: str = ""
+) -> tuple[str, Any, str] | None:
+    """``(hyperparameter, value, what is allowed)`` for the first of ``per_step``'s keys (bytes per
+    unit of it) whose buffer would need more than :data:`SHARE` of the free memory, else None.
+
+    :param least: words saying the sizes are a lower bound (validation without building the env).
+    """
     available = available_bytes() if available is None else available
     if not available:
         return None
-    obs, act = _size(venv.observation_space), _size(venv.action_space)
-    per_step = {
-        # obs, action, mask, and reward/return/value/log-prob/advantage/episode-start
-        "n_steps": venv.num_envs * n_envs * _FLOAT * (obs + act + _mask_size(venv.action_space) + 6),
-        # obs and next obs, action, reward, done, timeout (counted over all envs together)
-        "buffer_size": _FLOAT * (2 * obs + act + 3),
-    }
     budget = int(available * SHARE)
     for key, bytes_per_step in per_step.items():
         value = hyperparameters.get(key)
@@ -96,11 +125,14 @@ def buffer_problem(
         need = value * bytes_per_step
         if need > budget:
             kind = "rollout" if key == "n_steps" else "replay"
+            allowed = f"allowed: at most {budget // bytes_per_step:,}"
+            if least:
+                allowed += " (fewer with the real observation: `fieldrl validate --build` says how many)"
             return (
                 key,
                 value,
-                f"the {kind} buffer would need {gib(need)}, more than half of the {gib(available)} "
-                f"this machine has free; allowed: at most {budget // bytes_per_step:,}",
+                f"the {kind} buffer would need {gib(need)}{least}, more than half of the {gib(available)} "
+                f"this machine has free; {allowed}",
             )
     return None
 

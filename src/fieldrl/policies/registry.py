@@ -12,7 +12,7 @@ import functools
 import math
 from typing import Any
 
-from fieldrl.policies.signatures import SIGNATURES, algorithm_parameters
+from fieldrl.policies.signatures import KINDS, SIGNATURES, algorithm_parameters, parameter_kind
 
 #: scenario names of the algorithms (the keys of ``ALGORITHMS``)
 ALGORITHM_NAMES: tuple[str, ...] = tuple(SIGNATURES)
@@ -142,6 +142,9 @@ def check_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> tu
     for key, value in hyperparameters.items():
         if key not in allowed:
             return key, f"not a parameter of {algorithm}; allowed: {', '.join(allowed)}"
+        problem = _kind_problem(parameter_kind(algorithm, key), value)
+        if problem:
+            return key, problem
         problem = _range_problem(key, value)
         if problem:
             return key, problem
@@ -158,6 +161,63 @@ def check_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> tu
             if problem:
                 return key, problem
     return None
+
+
+def _is_int(value: Any) -> bool:
+    """A whole number (``3``, ``3.0``, YAML 1.1's string ``'1e6'``); :func:`build_kwargs` makes it an int."""
+    value = _number(value)
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, float) and value.is_integer()
+    )
+
+
+def _is_float(value: Any) -> bool:
+    value = _number(value)
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_auto(value: Any) -> bool:
+    """SB3's ``"auto"`` (entropy coefficient learned), or ``"auto_0.1"`` (learned, starting at 0.1)."""
+    if not isinstance(value, str):
+        return False
+    return value == "auto" or (value.startswith("auto_") and _is_float(value[5:]))
+
+
+def _is_train_freq(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return len(value) == 2 and _is_int(value[0]) and value[1] in ("step", "episode")
+    return _is_int(value)
+
+
+#: kind (signatures.KINDS) -> (does a value fit, what is allowed in words)
+_KIND_CHECKS: dict[str, tuple[Any, str]] = {
+    "int": (_is_int, "a whole number"),
+    "float": (_is_float, "a number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "mapping": (lambda v: isinstance(v, dict), "a mapping"),
+    "class": (lambda v: False, "null (a class cannot be named in a scenario)"),
+    "auto|float": (lambda v: _is_float(v) or _is_auto(v), "a number, 'auto' or 'auto_<number>'"),
+    "train_freq": (_is_train_freq, "a whole number, or [n, step] / [n, episode]"),
+    "noise": (lambda v: isinstance(v, dict), "{type: normal|ornstein-uhlenbeck, sigma: float}"),
+    "floats": (lambda v: isinstance(v, list) and all(_is_float(x) for x in v), "a list of numbers"),
+}
+
+
+def _kind_problem(kind: str, value: Any) -> str | None:
+    """What is wrong with the kind of ``value`` (a list where SB3 takes an int ...), or None.
+
+    SB3 checks few of its arguments' types: ``n_epochs: [1, 2]`` is accepted by the constructor
+    and fails mid-training, after the run folder was written.
+    """
+    base = kind.rstrip("?")
+    fits, words = _KIND_CHECKS[base]
+    if value is None:
+        return None if kind.endswith("?") else f"must be {words}, not null"
+    if fits(value):
+        return None
+    what = "true/false" if isinstance(value, bool) else f"a {type(value).__name__}"
+    optional = " or null" if kind.endswith("?") and base != "class" else ""
+    return f"must be {words}{optional}, not {what}"
 
 
 def _noise_problem(value: Any) -> str | None:
@@ -179,6 +239,11 @@ def _number(value: Any) -> Any:
     return value
 
 
+def _whole(value: Any) -> Any:
+    """A whole float as the int SB3 wants (``buffer_size: 1e6`` is ``1000000.0`` once read)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def build_kwargs(hyperparameters: dict[str, Any], action_dim: int | None) -> dict[str, Any]:
     """Turn YAML-friendly hyperparameters into SB3 constructor keyword arguments."""
     kwargs: dict[str, Any] = {}
@@ -196,8 +261,10 @@ def build_kwargs(hyperparameters: dict[str, Any], action_dim: int | None) -> dic
             noise_cls = NormalActionNoise if value["type"] == "normal" else OrnsteinUhlenbeckActionNoise
             value = noise_cls(mean=np.zeros(dim), sigma=sigma)
         elif key == "train_freq" and isinstance(value, list):
-            value = tuple(value)
+            value = tuple(_whole(v) for v in value)
         else:
             value = _number(value)
+            if KINDS.get(key, "").rstrip("?") in ("int", "train_freq"):
+                value = _whole(value)
         kwargs[key] = value
     return kwargs

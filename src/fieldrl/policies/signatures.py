@@ -9,17 +9,21 @@ upgrade of SB3 that changes a signature fails the suite instead of drifting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 
 @dataclass(frozen=True)
 class AlgorithmSignature:
-    """One algorithm: on- or off-policy, its settable constructor arguments, and some defaults."""
+    """One algorithm: on- or off-policy, its settable constructor arguments, and some defaults.
+
+    :param kinds: what a scenario may write for an argument where it differs from :data:`KINDS`.
+    """
 
     kind: Literal["on", "off"]
     parameters: tuple[str, ...]
     defaults: dict[str, Any]
+    kinds: dict[str, str] = field(default_factory=dict)
 
 
 _PPO = AlgorithmSignature(
@@ -107,6 +111,7 @@ SIGNATURES: dict[str, AlgorithmSignature] = {
             "target_update_interval": 1,
             "buffer_size": 1000000,
         },
+        kinds={"ent_coef": "auto|float"},
     ),
     "td3": AlgorithmSignature(
         "off",
@@ -218,6 +223,7 @@ SIGNATURES: dict[str, AlgorithmSignature] = {
             "target_update_interval": 1,
             "buffer_size": 1000000,
         },
+        kinds={"ent_coef": "auto|float"},
     ),
     "trpo": AlgorithmSignature(
         "on",
@@ -243,6 +249,7 @@ SIGNATURES: dict[str, AlgorithmSignature] = {
             "policy_kwargs",
         ),
         {"n_steps": 2048},
+        kinds={"target_kl": "float"},
     ),
     "recurrent-ppo": AlgorithmSignature(
         "on",
@@ -266,6 +273,7 @@ SIGNATURES: dict[str, AlgorithmSignature] = {
             "policy_kwargs",
         ),
         {"n_steps": 128},
+        kinds={"batch_size": "int?"},
     ),
     "maskable-ppo": AlgorithmSignature(
         "on",
@@ -289,6 +297,7 @@ SIGNATURES: dict[str, AlgorithmSignature] = {
             "policy_kwargs",
         ),
         {"n_steps": 2048},
+        kinds={"batch_size": "int?"},
     ),
     "lstm-td3": AlgorithmSignature(
         "off",
@@ -336,6 +345,7 @@ SIGNATURES: dict[str, AlgorithmSignature] = {
             "term_weights",
         ),
         {"n_steps": 2048},
+        kinds={"batch_size": "int?"},
     ),
 }
 
@@ -352,6 +362,70 @@ SIGNATURE_DEFAULT_KEYS = (
     "target_update_interval",
     "buffer_size",
 )
+
+
+#: what a scenario may write for each constructor argument, from the classes' type annotations
+#: (``tests/test_input_bounds.py`` compares them): ``int``, ``float``, ``bool``, ``mapping``,
+#: ``class`` (a class cannot be named in YAML: only null), ``auto|float`` ("auto", "auto_<x>" or a
+#: number), ``train_freq`` (n, or [n, "step"|"episode"]), ``noise`` (fieldrl's {type, sigma}) and
+#: ``floats`` (a list of numbers); a trailing ``?`` also allows null. A schedule (a callable, where
+#: SB3 takes ``float | Schedule``) cannot be written in YAML either: those take a number.
+KINDS: dict[str, str] = {
+    "learning_rate": "float",
+    "n_steps": "int",
+    "batch_size": "int",
+    "n_epochs": "int",
+    "gamma": "float",
+    "gae_lambda": "float",
+    "clip_range": "float",
+    "clip_range_vf": "float?",
+    "normalize_advantage": "bool",
+    "ent_coef": "float",
+    "vf_coef": "float",
+    "max_grad_norm": "float",
+    "use_sde": "bool",
+    "sde_sample_freq": "int",
+    "rollout_buffer_class": "class?",
+    "rollout_buffer_kwargs": "mapping?",
+    "target_kl": "float?",
+    "stats_window_size": "int",
+    "policy_kwargs": "mapping?",
+    "rms_prop_eps": "float",
+    "use_rms_prop": "bool",
+    "buffer_size": "int",
+    "learning_starts": "int",
+    "tau": "float",
+    "train_freq": "train_freq",
+    "gradient_steps": "int",
+    "action_noise": "noise?",
+    "replay_buffer_class": "class?",
+    "replay_buffer_kwargs": "mapping?",
+    "optimize_memory_usage": "bool",
+    "target_update_interval": "int",
+    "target_entropy": "auto|float",
+    "use_sde_at_warmup": "bool",
+    "policy_delay": "int",
+    "target_policy_noise": "float",
+    "target_noise_clip": "float",
+    "exploration_fraction": "float",
+    "exploration_initial_eps": "float",
+    "exploration_final_eps": "float",
+    "top_quantiles_to_drop_per_net": "int",
+    "cg_max_steps": "int",
+    "cg_damping": "float",
+    "line_search_shrinking_factor": "float",
+    "line_search_max_iter": "int",
+    "n_critic_updates": "int",
+    "sub_sampling_factor": "int",
+    "history_length": "int",
+    "lstm_hidden_size": "int",
+    "term_weights": "floats",
+}
+
+
+def parameter_kind(algorithm: str, parameter: str) -> str:
+    """What a scenario may write for ``parameter`` of ``algorithm`` (see :data:`KINDS`)."""
+    return SIGNATURES[algorithm].kinds.get(parameter, KINDS[parameter])
 
 
 def algorithm_parameters(algorithm: str) -> list[str]:

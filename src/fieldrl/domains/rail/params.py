@@ -9,7 +9,17 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fieldrl.domains.base import SIMULATOR_CHECKS
-from fieldrl.domains.rail.levels import LEVELS, Level, make_rail_env, read_env_file
+from fieldrl.domains.rail.levels import (
+    ENV_FILE_BUDGET,
+    ENV_FILE_MAX_BYTES,
+    LEVELS,
+    MAX_GRID_SIDE,
+    MAX_STEPS,
+    MAX_TRAINS,
+    Level,
+    make_rail_env,
+    read_env_file,
+)
 
 LevelIndex = Annotated[int, Field(strict=True, ge=0, le=4)]
 
@@ -28,9 +38,9 @@ class FlatlandConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    trains: int | None = Field(None, ge=1, le=500, description="Number of trains.")
-    width: int | None = Field(None, ge=10, le=200, description="Grid columns (Flatland's x_dim).")
-    height: int | None = Field(None, ge=10, le=200, description="Grid rows (Flatland's y_dim).")
+    trains: int | None = Field(None, ge=1, le=MAX_TRAINS, description="Number of trains.")
+    width: int | None = Field(None, ge=10, le=MAX_GRID_SIDE, description="Grid columns (Flatland's x_dim).")
+    height: int | None = Field(None, ge=10, le=MAX_GRID_SIDE, description="Grid rows (Flatland's y_dim).")
     cities: int | None = Field(None, ge=2, le=100, description="Cities the sparse generator tries to place.")
     max_rails_between_cities: int | None = Field(
         None, ge=1, le=8, description="Parallel rails between cities."
@@ -50,7 +60,7 @@ class FlatlandConfig(BaseModel):
     step_limit: int | None = Field(
         None,
         ge=10,
-        le=10**5,
+        le=MAX_STEPS,
         description="Episode length in steps; unset = Flatland's own (from the timetable).",
     )
 
@@ -91,7 +101,9 @@ class RailParams(BaseModel):
     env_file: str | None = Field(
         None,
         description="A Flatland environment saved with RailEnvPersister.save(env, 'name.pkl'): its network, "
-        "trains and timetable; each seed draws the malfunctions.",
+        "trains and timetable; each seed draws the malfunctions. At most "
+        f"{ENV_FILE_MAX_BYTES >> 20} MiB, building at most {ENV_FILE_BUDGET >> 20} MiB when read, "
+        f"{MAX_GRID_SIDE} cells a side and {MAX_TRAINS} trains.",
     )
     mode: Literal["semi", "monolithic"] = Field(
         "semi",

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fieldrl.simulators.airport.engine import KT_PER_MPS
+from fieldrl.simulators.airport.layout import MAX_CELLS, MAX_NODES, MAX_SPAN_M
+from fieldrl.simulators.airport.osm import MAX_VERTICES
 
 LAYOUTS = ("small", "large")
 #: largest layout file read (an OpenStreetMap export of a large airport is a few MB)
@@ -42,7 +44,9 @@ class TaxiwayParams(BaseModel):
     layout: Literal["small", "large"] = Field("small", description="Shipped layout: small or large.")
     layout_file: str | None = Field(
         None,
-        description="Your own layout file (.yaml, or .geojson OSM aeroway export); replaces layout.",
+        description="Your own layout file (.yaml, or .geojson OSM aeroway export); replaces layout. At most "
+        f"{MAX_SPAN_M / 1000:g} km across, {MAX_NODES:,} nodes ({MAX_VERTICES:,} GeoJSON coordinates) and "
+        f"{MAX_CELLS:,} cells of cell_m.",
     )
     density: Literal["low", "medium", "high"] | None = Field(
         "low", description="Named traffic density (see DENSITIES); ignored if movements_per_hour is set."

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from fieldrl.domains.base import HeuristicSpec, Settings
 from fieldrl.domains.wealth.env import _HEAD
-from fieldrl.domains.wealth.params import WealthParams
+from fieldrl.domains.wealth.params import WealthParams, dp_memory_problem
 from fieldrl.errors import FieldrlError
 from fieldrl.policies.base import Policy
 from fieldrl.simulators.gbwm.engine import Problem
@@ -311,6 +311,10 @@ def _dp(s: DPSettings, p: WealthParams, name: str) -> DynamicProgramming:
     problem = heuristic_problem("dp", p)
     if problem is not None:  # scenario validation refuses this first; a direct build still must not run
         raise FieldrlError(f"heuristic {name!r} (use: dp) {problem}; remove it or params.inflation")
+    if s.grid_density is not None:  # the converged DP's memory is judged with the params already
+        memory = dp_memory_problem(p.problem(), grid_density=s.grid_density)
+        if memory is not None:  # a ValueError: scenario validation names the heuristic's settings
+            raise ValueError(f"grid_density {s.grid_density}: {memory}")
     n_options, k = action_sizes(p)
     return DynamicProgramming(name, n_options, k, p.problem(), s.grid_density)
 

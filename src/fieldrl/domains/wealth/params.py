@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Callable
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fieldrl.policies import memory_guard
+from fieldrl.simulators.gbwm.dp import MAX_DENSITY, converged_bytes, grid_points, solve_bytes
 from fieldrl.simulators.gbwm.engine import Frontier, Goal, Inflation, Problem, benchmark_problem
+
+#: memory assumed free where the system does not say (no ``/proc/meminfo``): a small laptop's
+DP_FALLBACK_FREE = 4 << 30
 
 
 class _Strict(BaseModel):
@@ -120,6 +129,21 @@ class WealthParams(_Strict):
             self.problem()  # surface the engine's validation errors (they name the field) now
         return self
 
+    @model_validator(mode="after")
+    def _dp_fits(self) -> WealthParams:
+        """The DP optimum every episode is scored against (``pct_of_dp``) must fit in memory.
+
+        Its wealth grid is spaced ``sigma_min / 32`` over a range set by the horizon, the volatilities
+        and the wealth the goals span, so one tiny volatility (``1e-9``) asks for tens of GiB.
+        """
+        problem = None if self.random or self.inflation is not None else self.problem()
+        if problem is not None:
+            problem_text = dp_memory_problem(problem)
+            if problem_text:
+                field = "portfolios" if self.frontier.portfolios is not None else "cov"
+                raise ValueError(f"frontier.{field}: {problem_text}")
+        return self
+
     def inflation_model(self) -> Inflation | None:
         """The engine's inflation model, or None when costs do not inflate."""
         return None if self.inflation is None else self.inflation.build()
@@ -133,3 +157,60 @@ class WealthParams(_Strict):
         goals = tuple(Goal(g.time, tuple(g.levels)) for g in self.goals)
         infusions = tuple(self.infusions) if self.infusions is not None else None
         return Problem(int(self.T or 1), float(self.W0 or 1.0), goals, self.frontier.build(), infusions)
+
+
+def dp_memory_problem(
+    problem: Problem, free: int | None = None, grid_density: float | None = None
+) -> str | None:
+    """Why the DP of ``problem`` would not fit in half the free memory, or None.
+
+    :param free: bytes free (default: what the system reports now, else :data:`DP_FALLBACK_FREE`).
+    :param grid_density: None: the converged DP every episode is scored against (grids refined up to
+        :data:`~fieldrl.simulators.gbwm.dp.MAX_DENSITY`); a number: the ``dp`` heuristic's single grid
+        of that density with exact ``(K, n, n)`` transition rows.
+    """
+    free = free or memory_guard.available_bytes() or DP_FALLBACK_FREE
+    budget = int(free * memory_guard.SHARE)
+    density = MAX_DENSITY if grid_density is None else grid_density
+
+    def need_of(candidate: Problem) -> int:
+        if grid_density is None:
+            return converged_bytes(candidate)
+        return solve_bytes(candidate, grid_density, rows="exact")
+
+    need = need_of(problem)
+    if need <= budget:
+        return None
+    smallest = _smallest_sigma(problem, budget, need_of)
+    allowed = (
+        f"allowed: every sigma >= {smallest:.3g} with this horizon and these goals"
+        if smallest is not None
+        else "no volatility fits: shorten T or narrow the wealth range of W0 and the goal costs"
+    )
+    what = "the DP optimum (pct_of_dp, the dp heuristic)" if grid_density is None else "the dp heuristic"
+    return (
+        f"{what} would need {memory_guard.gib(need)}, more than half "
+        f"of the {memory_guard.gib(free)} this machine has free: its wealth grid is spaced sigma_min / "
+        f"{density:g} with sigma_min = {float(problem.frontier.sigma.min()):.3g}, "
+        f"{grid_points(problem, density):,} points; {allowed}"
+    )
+
+
+def _with_sigma_at_least(problem: Problem, floor: float) -> Problem:
+    frontier = problem.frontier
+    raised = Frontier(frontier.mu, np.maximum(frontier.sigma, floor))
+    return dataclasses.replace(problem, frontier=raised)
+
+
+def _smallest_sigma(problem: Problem, budget: int, need_of: Callable[[Problem], int]) -> float | None:
+    """Smallest volatility floor under which the DP fits ``budget`` (bisection in log sigma), or None."""
+    low, high = float(problem.frontier.sigma.min()), float(problem.frontier.sigma.max())
+    if need_of(_with_sigma_at_least(problem, high)) > budget:
+        return None
+    for _ in range(60):
+        middle = math.sqrt(low * high)
+        if need_of(_with_sigma_at_least(problem, middle)) > budget:
+            low = middle
+        else:
+            high = middle
+    return high

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,25 @@ RUNWAY_KINDS = ("runway_crossing", "runway_entry", "runway_exit")
 #: node kinds an aircraft may only enter when it is its goal (or never, for exits)
 PRIVATE_KINDS = ("stand", "runway_entry", "runway_exit")
 UNREACHABLE = np.iinfo(np.int32).max // 4
+
+# Limits on what a layout may ask the surface build to hold. Without them a typo such as ``x: 1e9``
+# cuts one segment into millions of cells (16 GB at 1e9) before anything is checked.
+#: widest extent of a layout in x or in y and longest segment, in metres: the largest airports are
+#: under 15 km across (the shipped large layout spans 6 km; a synthetic 0.9 MB OSM hub, 8 km)
+MAX_SPAN_M = 50_000.0
+#: most nodes and segments in a layout: a large hub's OSM extract gives a few thousand of each
+#: (3,776 nodes and 3,856 segments for a 0.9 MB extract with 1,680 stands)
+MAX_NODES = 50_000
+MAX_EDGES = 100_000
+#: most segments meeting at one node: an aircraft there has one action per segment (the shipped
+#: layouts have at most 4; an OSM apron whose stands snap to one taxilane vertex, a few tens)
+MAX_DEGREE = 100
+#: most cells a surface may have: a large hub at the finest ``cell_m`` (10 m) needs a few tens of
+#: thousands; a cell takes about 1 kB and 7-10 us to build, so the limit is about 1 GB and 10 s
+MAX_CELLS = 1_000_000
+#: most (cell, cell closer than separation) pairs the surface keeps: about 2 x separation per cell on
+#: a real layout; many segments meeting at one node make it grow with the square of their number
+MAX_BALL_PAIRS = 40 * MAX_CELLS
 
 
 class LayoutError(ValueError):
@@ -139,6 +159,7 @@ def layout_from_dict(data: Any, source: str = "") -> Layout:
     raw_nodes = _need(data, "nodes", "layout")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         raise LayoutError("layout.nodes: needs a non-empty list")
+    _at_most(len(raw_nodes), MAX_NODES, "layout.nodes", "nodes")
     nodes: list[Node] = []
     seen: set[str] = set()
     for i, n in enumerate(raw_nodes):
@@ -169,10 +190,12 @@ def layout_from_dict(data: Any, source: str = "") -> Layout:
                 None if runway is None else str(runway),
             )
         )
+    _check_span(nodes)
     by_id = {n.id: n for n in nodes}
     raw_edges = _need(data, "edges", "layout")
     if not isinstance(raw_edges, list) or not raw_edges:
         raise LayoutError("layout.edges: needs a non-empty list")
+    _at_most(len(raw_edges), MAX_EDGES, "layout.edges", "segments")
     edges: list[Edge] = []
     pairs: set[frozenset[str]] = set()
     for i, e in enumerate(raw_edges):
@@ -195,12 +218,34 @@ def layout_from_dict(data: Any, source: str = "") -> Layout:
         length = math.hypot(a.x - b.x, a.y - b.y) if length is None else _number(length, f"{where}.length")
         if length <= 0:
             raise LayoutError(f"{where}.length: {length} must be > 0 (segment {u}-{v})")
+        if length > MAX_SPAN_M:
+            raise LayoutError(
+                f"{where}.length: {length:g} m (segment {u}-{v}); allowed: at most {MAX_SPAN_M:,.0f} m"
+            )
         edges.append(Edge(u, v, float(length), str(e.get("name", ""))))
     layout = Layout(
         str(data.get("name", "layout")), nodes, edges, list(runways), str(data.get("source", source))
     )
     _check_structure(layout)
     return layout
+
+
+def _at_most(count: int, limit: int, where: str, what: str) -> None:
+    if count > limit:
+        raise LayoutError(f"{where}: {count:,} {what}; allowed: at most {limit:,}")
+
+
+def _check_span(nodes: list[Node]) -> None:
+    """Refuse nodes spread wider than :data:`MAX_SPAN_M` in x or y (any frame: only the extent counts)."""
+    for axis in ("x", "y"):
+        values = [getattr(n, axis) for n in nodes]
+        low, high = min(values), max(values)
+        if high - low > MAX_SPAN_M:
+            far = nodes[values.index(high if abs(high) >= abs(low) else low)]
+            raise LayoutError(
+                f"nodes: node {far.id!r} at {axis} = {getattr(far, axis):g} spreads the layout over "
+                f"{high - low:,.0f} m in {axis}; allowed: at most {MAX_SPAN_M:,.0f} m (metres, one airport)"
+            )
 
 
 def _check_structure(layout: Layout) -> None:
@@ -211,6 +256,11 @@ def _check_structure(layout: Layout) -> None:
     for n in layout.nodes:
         if degree[n.id] == 0:
             raise LayoutError(f"nodes: node {n.id!r} ({n.kind}) has no segment")
+        if degree[n.id] > MAX_DEGREE:
+            raise LayoutError(
+                f"nodes: node {n.id!r} ({n.kind}) has {degree[n.id]:,} segments; allowed: at most "
+                f"{MAX_DEGREE} (an aircraft there has one action per segment)"
+            )
     stands = layout.kind_ids("stand")
     if not stands:
         raise LayoutError("nodes: the layout has no stand (kind: stand)")
@@ -222,32 +272,67 @@ def _check_structure(layout: Layout) -> None:
     for e in layout.edges:
         adj[e.u].append(e.v)
         adj[e.v].append(e.u)
-    kind = {n.id: n.kind for n in layout.nodes}
+    private = {n.id for n in layout.nodes if n.kind in PRIVATE_KINDS}
+    touches = _public_components(adj, private)
+    missed = _first_unreached(exits, stands, adj, touches)
+    if missed:
+        raise LayoutError(f"nodes: unreachable stand {missed[1]!r} from runway exit {missed[0]!r}")
+    missed = _first_unreached(stands, entries, adj, touches)
+    if missed:
+        raise LayoutError(f"nodes: runway entry {missed[1]!r} unreachable from stand {missed[0]!r}")
 
-    def reach(start: str) -> set[str]:
-        seen, queue = {start}, deque([start])
+
+def _public_components(adj: dict[str, list[str]], private: set[str]) -> dict[str, frozenset[int]]:
+    """For every private node, the connected components of public nodes it touches.
+
+    A taxi from a private node (stand, line-up point, runway exit) may pass through public nodes only,
+    so it reaches exactly: its neighbours, and every node in or next to a public component it touches.
+    """
+    component: dict[str, int] = {}
+    labels = 0
+    for start in adj:
+        if start in private or start in component:
+            continue
+        label, labels = labels, labels + 1
+        component[start] = label
+        queue = deque([start])
         while queue:
-            u = queue.popleft()
-            for v in adj[u]:
-                if v in seen:
-                    continue
-                seen.add(v)
-                if kind[v] not in PRIVATE_KINDS:
+            for v in adj[queue.popleft()]:
+                if v not in private and v not in component:
+                    component[v] = label
                     queue.append(v)
-        return seen
+    return {p: frozenset(component[v] for v in adj[p] if v not in private) for p in private}
 
-    if exits:
-        for x in exits:
-            got = reach(x)
-            for s in stands:
-                if s not in got:
-                    raise LayoutError(f"nodes: unreachable stand {s!r} from runway exit {x!r}")
-    if entries:
-        for s in stands:
-            got = reach(s)
-            for x in entries:
-                if x not in got:
-                    raise LayoutError(f"nodes: runway entry {x!r} unreachable from stand {s!r}")
+
+def _first_unreached(
+    sources: list[str], targets: list[str], adj: dict[str, list[str]], touches: dict[str, frozenset[int]]
+) -> tuple[str, str] | None:
+    """The first ``(source, target)`` (in list order) where the target cannot be reached, else None.
+
+    ``target`` is reached from ``source`` if they are neighbours or touch a common public component.
+    Sources touching the same components are judged once, so this takes time linear in the layout
+    (not sources x targets breadth-first searches, which took minutes on a large OSM extract).
+    """
+    if not targets:
+        return None
+    near: dict[int, set[str]] = {}
+    for t in targets:
+        for label in touches[t]:
+            near.setdefault(label, set()).add(t)
+    covered: dict[frozenset[int], set[str]] = {}
+    for s in sources:
+        labels = frozenset(label for label in touches[s] if label in near)
+        if any(len(near[label]) == len(targets) for label in labels):
+            continue
+        if labels not in covered:
+            covered[labels] = set().union(*(near[label] for label in labels))
+        reached = covered[labels]
+        if len(reached) < len(targets):
+            neighbours = set(adj[s])
+            for t in targets:
+                if t not in reached and t not in neighbours:
+                    return s, t
+    return None
 
 
 def load_layout(path: str | Path) -> Layout:
@@ -389,6 +474,7 @@ def build_surface(layout: Layout, cell_m: float = 60.0, separation: int = 2) -> 
         raise LayoutError(f"cell_m: {cell_m} must be > 0")
     if separation < 1:
         raise LayoutError(f"separation: {separation} must be >= 1 cell")
+    _check_cell_count(layout, cell_m)
     idx = layout.index
     n_nodes = len(layout.nodes)
     runway_ids = [str(r["id"]) for r in layout.runways]
@@ -414,7 +500,7 @@ def build_surface(layout: Layout, cell_m: float = 60.0, separation: int = 2) -> 
     cell_adj: list[set[int]] = [set() for _ in range(n_nodes)]
     for e_i, e in enumerate(layout.edges):
         u, v = idx[e.u], idx[e.v]
-        hops = max(1, round(e.length / cell_m))
+        hops = _hops(e.length, cell_m)
         m = hops - 1
         nu, nv = layout.nodes[u], layout.nodes[v]
         runway = -1
@@ -456,19 +542,7 @@ def build_surface(layout: Layout, cell_m: float = 60.0, separation: int = 2) -> 
         node_moves[u].append((e_i, fwd[0] if fwd else v, v))
         node_moves[v].append((e_i, bwd[0] if bwd else u, u))
     n_cells = len(cell_xy)
-    ball = []
-    for c in range(n_cells):
-        seen = {c: 0}
-        queue = deque([c])
-        while queue:
-            a = queue.popleft()
-            if seen[a] + 1 >= separation:
-                continue
-            for b in cell_adj[a]:
-                if b not in seen:
-                    seen[b] = seen[a] + 1
-                    queue.append(b)
-        ball.append(np.array(sorted(seen), dtype=np.int32))
+    ball = _balls(cell_adj, separation)
     surface = Surface(
         layout=layout,
         cell_m=float(cell_m),
@@ -492,3 +566,66 @@ def build_surface(layout: Layout, cell_m: float = 60.0, separation: int = 2) -> 
     )
     surface.cell_adj = cell_adj  # type: ignore[attr-defined]
     return surface
+
+
+def _hops(length: float, cell_m: float) -> int:
+    """Cell-to-cell hops along a segment of ``length`` metres (at least one)."""
+    return max(1, round(length / cell_m))
+
+
+def _check_cell_count(layout: Layout, cell_m: float) -> None:
+    """Refuse, before building anything, a surface of more than :data:`MAX_CELLS` cells."""
+    n_cells = len(layout.nodes) + sum(_hops(e.length, cell_m) - 1 for e in layout.edges)
+    if n_cells > MAX_CELLS:
+        metres = sum(e.length for e in layout.edges)
+        raise LayoutError(
+            f"cell_m: {cell_m:g} m cells cut the layout's {metres:,.0f} m of segments into {n_cells:,} "
+            f"cells; allowed: at most {MAX_CELLS:,} (larger cell_m, or a smaller layout)"
+        )
+
+
+def _balls(cell_adj: list[set[int]], separation: int) -> list[np.ndarray]:
+    """For each cell, the cells fewer than ``separation`` hops away, sorted.
+
+    Row ``c`` of ``(I + A) ** (separation - 1)`` (``A`` the cell graph's adjacency) as a sparse
+    product: time and memory in proportion to the pairs kept, refused beyond :data:`MAX_BALL_PAIRS`.
+    """
+    from scipy import sparse  # imported here: checking a scenario without a layout file needs none
+
+    n = len(cell_adj)
+    rows = np.repeat(np.arange(n), [len(a) for a in cell_adj])
+    cols = np.fromiter(chain.from_iterable(cell_adj), dtype=np.int64, count=len(rows))
+    identity = sparse.identity(n, dtype=bool, format="csr")
+    adjacency = sparse.csr_matrix((np.ones(len(rows), dtype=bool), (rows, cols)), shape=(n, n))
+    step = (adjacency + identity).tocsr()
+    reach = identity
+    for _ in range(separation - 1):
+        reach = _product_within(reach, step, separation)
+    reach.sort_indices()
+    return np.split(reach.indices.astype(np.int32), reach.indptr[1:-1])
+
+
+#: rows of a sparse product computed at once hold at most about this many entries (bounds memory)
+_CHUNK_PAIRS = 1 << 23
+
+
+def _product_within(a: Any, b: Any, separation: int) -> Any:
+    """``a @ b`` (sparse, boolean) in blocks of rows; refused once it holds :data:`MAX_BALL_PAIRS`."""
+    from scipy import sparse
+
+    bound = np.cumsum(a @ np.diff(b.indptr))  # per row: an upper bound on its entries in the product
+    parts, kept, start = [], 0, 0
+    while start < a.shape[0]:
+        below = bound[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(bound, below + _CHUNK_PAIRS, side="right")))
+        part = (a[start:stop] @ b).tocsr()
+        kept += part.nnz
+        if kept > MAX_BALL_PAIRS:
+            raise LayoutError(
+                f"separation: {separation} cells around each of the {a.shape[0]:,} cells add up to more "
+                f"than {MAX_BALL_PAIRS:,} cell pairs; allowed: a smaller separation, a larger cell_m or "
+                "a sparser layout"
+            )
+        parts.append(part)
+        start = stop
+    return sparse.vstack(parts, format="csr")

@@ -16,6 +16,10 @@ Features read (others are ignored):
 Longitude/latitude are projected to local metres (equirectangular about the centroid; fine
 over an airport's few kilometres). The result goes through the same validation as a YAML
 layout (:func:`~fieldrl.simulators.airport.layout.layout_from_dict`).
+
+An extract may hold at most :data:`MAX_VERTICES` coordinates spread over at most
+:data:`~fieldrl.simulators.airport.layout.MAX_SPAN_M`; nearest-vertex searches use a k-d tree, so
+the import takes time about linear in the vertices (all-pairs searches took minutes on 1 MB).
 """
 
 from __future__ import annotations
@@ -25,9 +29,19 @@ import math
 from pathlib import Path
 from typing import Any
 
-from fieldrl.simulators.airport.layout import Layout, LayoutError, layout_from_dict
+import numpy as np
+
+from fieldrl.simulators.airport.layout import MAX_SPAN_M, Layout, LayoutError, layout_from_dict
 
 Point = tuple[float, float]
+Key = tuple[int, int]
+
+#: most coordinates an extract may hold: a large hub's aeroway export has a few tens of thousands
+#: (a 0.9 MB extract: 23,000); importing the limit takes about 5 s
+MAX_VERTICES = 200_000
+#: spacing (m) of the points along a runway around which taxiway vertices are looked up; any vertex
+#: within 1 m of the runway lies within RUNWAY_STEP_M / 2 + 1 m of one of them
+RUNWAY_STEP_M = 50.0
 
 
 def _lines(geometry: dict[str, Any]) -> list[list[Point]]:
@@ -69,6 +83,11 @@ def layout_from_geojson(
     if not by_kind.get("parking_position"):
         raise LayoutError("geojson: no aeroway=parking_position features (stands)")
     all_pts = [p for items in by_kind.values() for _, lines in items for line in lines for p in line]
+    if len(all_pts) > MAX_VERTICES:
+        raise LayoutError(
+            f"geojson: {len(all_pts):,} coordinates in the aeroway features read; allowed: at most "
+            f"{MAX_VERTICES:,} (one airport's extract)"
+        )
     geographic = all(abs(x) <= 180 and abs(y) <= 90 for x, y in all_pts)
     lon0 = sum(p[0] for p in all_pts) / len(all_pts)
     lat0 = sum(p[1] for p in all_pts) / len(all_pts)
@@ -84,6 +103,9 @@ def layout_from_geojson(
     taxi_lines = [
         [proj(p) for p in line] for _, lines in by_kind["taxiway"] for line in lines if len(line) >= 2
     ]
+    _check_extent([proj(p) for p in all_pts])
+    taxi_pts = [p for tl in taxi_lines for p in tl]
+    taxi_tree = _tree(taxi_pts)
     runways: list[dict[str, Any]] = []
     runway_pts: dict[tuple[int, int], tuple[int, float]] = {}  # vertex -> (runway, position along 0..1)
     for r_i, (props, lines) in enumerate(by_kind["runway"]):
@@ -93,11 +115,11 @@ def layout_from_geojson(
         rid = str(props.get("ref") or f"RW{r_i + 1}")
         runways.append({"id": rid, "use": "mixed", "ends": [list(line[0]), list(line[-1])]})
         total = sum(math.dist(a, b) for a, b in zip(line, line[1:], strict=False))
-        for tl in taxi_lines:
-            for p in tl:
-                d, along = _project_on(line, p)
-                if d < 1.0:
-                    runway_pts[key(p)] = (len(runways) - 1, along / max(total, 1e-9))
+        for i in _near_line(taxi_tree, line):
+            p = taxi_pts[i]
+            d, along = _project_on(line, p)
+            if d < 1.0:
+                runway_pts[key(p)] = (len(runways) - 1, along / max(total, 1e-9))
     coord: dict[tuple[int, int], Point] = {}
     uses: dict[tuple[int, int], int] = {}
     for tl in taxi_lines:
@@ -106,10 +128,11 @@ def layout_from_geojson(
             coord[k] = p
             uses[k] = uses.get(k, 0) + (2 if j in (0, len(tl) - 1) else 1)
     node_keys = {k for k, n in uses.items() if n != 1} | set(runway_pts)
+    vertices = _Vertices(coord)
     holds: set[tuple[int, int]] = set()
     for _, lines in by_kind.get("holding_position", []):
         for line in lines:
-            k = _nearest(coord, proj(line[0]), snap_m)
+            k = vertices.nearest(proj(line[0]), snap_m)
             if k is not None:
                 holds.add(k)
                 node_keys.add(k)
@@ -120,7 +143,7 @@ def layout_from_geojson(
             continue
         best = None
         for p in (pts[0], pts[-1]):
-            k = _nearest(coord, p, math.inf)
+            k = vertices.nearest(p, math.inf)
             if k is not None:
                 d = math.dist(coord[k], p)
                 if best is None or d > best[0]:
@@ -196,10 +219,57 @@ def _project_on(line: list[Point], p: Point) -> tuple[float, float]:
     return best, along
 
 
-def _nearest(coord: dict[tuple[int, int], Point], p: Point, limit: float) -> tuple[int, int] | None:
-    best, found = limit, None
-    for k, q in coord.items():
-        d = math.dist(p, q)
-        if d <= best:
-            best, found = d, k
-    return found
+def _check_extent(points: list[Point]) -> None:
+    """Refuse an extract spread wider than :data:`MAX_SPAN_M` (before searching anything in it)."""
+    xy = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    if not np.isfinite(xy).all():
+        raise LayoutError("geojson: a coordinate is not a finite number")
+    for axis, name in ((0, "east-west"), (1, "north-south")):
+        spread = float(np.ptp(xy[:, axis])) if len(xy) else 0.0
+        if spread > MAX_SPAN_M:
+            raise LayoutError(
+                f"geojson: the aeroway features spread over {spread:,.0f} m {name}; allowed: at most "
+                f"{MAX_SPAN_M:,.0f} m (one airport)"
+            )
+
+
+def _tree(points: list[Point]) -> Any:
+    """A k-d tree of ``points`` (scipy's; imported here so that checking a scenario stays light)."""
+    from scipy.spatial import cKDTree
+
+    return cKDTree(np.asarray(points, dtype=np.float64).reshape(-1, 2))
+
+
+def _near_line(tree: Any, line: list[Point]) -> list[int]:
+    """Indices (ascending) of the tree's points that may lie within 1 m of the polyline ``line``."""
+    found: set[int] = set()
+    radius = RUNWAY_STEP_M / 2 + 1.0
+    for a, b in zip(line, line[1:], strict=False):
+        steps = max(1, math.ceil(math.dist(a, b) / RUNWAY_STEP_M))
+        t = np.linspace(0.0, 1.0, steps + 1)[:, None]
+        samples = np.asarray(a) + t * (np.asarray(b) - np.asarray(a))
+        for near in tree.query_ball_point(samples, radius):
+            found.update(near)
+    return sorted(found)
+
+
+class _Vertices:
+    """Nearest taxiway vertex to a point: the last one in ``coord``'s order among equally near ones
+    (as a scan of ``coord`` keeping ``d <= best`` finds), by a k-d tree instead of a scan."""
+
+    def __init__(self, coord: dict[Key, Point]) -> None:
+        self.keys = list(coord)
+        self.points = [coord[k] for k in self.keys]
+        self.tree = _tree(self.points)
+
+    def nearest(self, p: Point, limit: float) -> Key | None:
+        """The nearest vertex within ``limit`` metres of ``p``, or None."""
+        if not self.keys:
+            return None
+        d, _ = self.tree.query(p)
+        if not d <= limit:
+            return None
+        ties = self.tree.query_ball_point(p, d * (1 + 1e-9) + 1e-9)
+        distances = ((math.dist(p, self.points[i]), -i) for i in ties)
+        best = min((pair for pair in distances if pair[0] <= limit), default=None)
+        return None if best is None else self.keys[-best[1]]

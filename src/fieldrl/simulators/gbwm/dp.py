@@ -39,8 +39,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.signal import fftconvolve
-from scipy.special import ndtr
 
 from fieldrl.simulators.gbwm.engine import Problem
 
@@ -51,16 +49,12 @@ Rows = Literal["exact", "interpolated"]
 RTOL = 1e-3
 #: kernel half-width of :func:`grid_q`, in standard deviations (``exp(-12**2/2)`` is negligible).
 KERNEL_SD = 12.0
+#: finest grid density :func:`solve_converged` tries (its peak memory is that grid's)
+MAX_DENSITY = 32.0
 
 
-def make_grid(problem: Problem, grid_density: float = 1.0, n_sd: float = 3.0) -> np.ndarray:
-    """Equally spaced log-wealth grid covering every wealth the problem can plausibly reach.
-
-    :param problem: the problem.
-    :param grid_density: points per ``sigma_min`` of log wealth (the paper's ``rho_grid``).
-    :param n_sd: width of the grid beyond the drift, in ``sigma_max sqrt(T)`` units.
-    :return: increasing ``ln W`` grid points.
-    """
+def _grid_range(problem: Problem, grid_density: float, n_sd: float) -> tuple[float, float, int, int]:
+    """``(anchor, dx, first, last)``: :func:`make_grid` is ``anchor + dx * arange(first, last + 1)``."""
     if not (grid_density > 0 and math.isfinite(grid_density)):
         raise ValueError(f"grid_density must be finite and > 0, got {grid_density}")
     if not n_sd > 0:
@@ -79,9 +73,49 @@ def make_grid(problem: Problem, grid_density: float = 1.0, n_sd: float = 3.0) ->
     dx = s_min / grid_density
     terminal = [c for g in problem.goals if g.time == T for c, _ in g.levels if c > 0]
     anchor = math.log(min(terminal)) + dx / 2 if terminal else math.log(problem.W0)
-    first = math.floor((lo - anchor) / dx)
-    last = math.ceil((hi - anchor) / dx)
+    return anchor, dx, math.floor((lo - anchor) / dx), math.ceil((hi - anchor) / dx)
+
+
+def make_grid(problem: Problem, grid_density: float = 1.0, n_sd: float = 3.0) -> np.ndarray:
+    """Equally spaced log-wealth grid covering every wealth the problem can plausibly reach.
+
+    :param problem: the problem.
+    :param grid_density: points per ``sigma_min`` of log wealth (the paper's ``rho_grid``).
+    :param n_sd: width of the grid beyond the drift, in ``sigma_max sqrt(T)`` units.
+    :return: increasing ``ln W`` grid points.
+    """
+    anchor, dx, first, last = _grid_range(problem, grid_density, n_sd)
     return anchor + dx * np.arange(first, last + 1)
+
+
+def grid_points(problem: Problem, grid_density: float = 1.0, n_sd: float = 3.0) -> int:
+    """Points of :func:`make_grid` (``problem``, ``grid_density``, ``n_sd``), computed without making it."""
+    _, _, first, last = _grid_range(problem, grid_density, n_sd)
+    return last - first + 1
+
+
+def solve_bytes(problem: Problem, grid_density: float = 1.0, n_sd: float = 3.0, rows: Rows = "exact") -> int:
+    """Peak memory of :func:`solve` with these arguments, estimated from the grid size alone.
+
+    ``interpolated``: the ``(T+1, n)`` value and policy tables, the ``(T, K, n)`` ``Q`` table and a
+    year's :func:`grid_q` work (kernels and FFT buffers over ``n`` plus the kernel width);
+    ``exact``: also the ``(K, n, n)`` transition rows and one more such block for post-cost rows.
+    Measured peaks (tracemalloc) are 0.65-0.8 of it.
+    """
+    n = grid_points(problem, grid_density, n_sd)
+    T, K = problem.T, problem.k
+    f = problem.frontier
+    dx = float(f.sigma.min()) / grid_density
+    half = math.ceil(float(np.max(np.abs(f.drift) + KERNEL_SD * f.sigma)) / dx) + 1
+    tables = n * (2 + 3 * (T + 1) + T * K + 6 * K)
+    if rows == "exact":
+        return 8 * (tables + 2 * K * n * n)
+    return 8 * (tables + 3 * K * (2 * half + 1) + 8 * K * (n + 4 * half))
+
+
+def converged_bytes(problem: Problem, max_density: float = MAX_DENSITY) -> int:
+    """Peak memory of :func:`solve_converged` at most: its finest grid, while the previous one is kept."""
+    return sum(solve_bytes(problem, d, rows="interpolated") for d in (max_density, max_density / 2))
 
 
 def transition(
@@ -118,6 +152,8 @@ def transition(
         p /= p.sum(axis=-1, keepdims=True)
         return p
     if method == "cdf":
+        from scipy.special import ndtr
+
         edges = np.concatenate([[-np.inf], 0.5 * (log_grid[1:] + log_grid[:-1]), [np.inf]])
         return np.diff(ndtr((edges[None, None, :] - mean) / sd), axis=-1)
     raise ValueError(f"method must be 'density' or 'cdf', got {method!r}")
@@ -146,6 +182,9 @@ def grid_q(
     :param method: ``density`` or ``cdf`` (as :func:`transition`).
     :return: ``(K, n)``.
     """
+    from scipy.signal import fftconvolve  # imported here: sizing a grid (validation) needs no scipy
+    from scipy.special import ndtr
+
     n = len(log_grid)
     dx = float(log_grid[1] - log_grid[0]) if n > 1 else 1.0
     half = int(math.ceil(float(np.max(np.abs(drift) + KERNEL_SD * sigma)) / dx)) + 1
@@ -377,7 +416,7 @@ def solve_converged(
     problem: Problem,
     rtol: float = RTOL,
     start_density: float = 2.0,
-    max_density: float = 32.0,
+    max_density: float = MAX_DENSITY,
     method: Method = "density",
 ) -> DPSolution:
     """The DP on grids refined (density doubled) until ``V(0, W0)`` changes by at most ``rtol`` relative.
