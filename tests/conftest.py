@@ -110,3 +110,18 @@ def shipped_untuned(ref: str) -> dict[str, Any]:
         if tuned.get("n_envs") is not None:
             entry["n_envs"] = tuned["n_envs"]
     return data
+
+
+def one_line_exit_2(args: list[str], *pieces: str) -> str:
+    """Run the CLI in this process: it must end in one ``error:`` line holding ``pieces``, exit 2."""
+    from typer.testing import CliRunner
+
+    from fieldrl.cli import app
+
+    result = CliRunner().invoke(app, args)
+    message = result.output.strip()
+    assert result.exit_code == 2, message
+    assert message.startswith("error:") and "\n" not in message and "Traceback" not in message, message
+    for piece in pieces:
+        assert piece in message, message
+    return message

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from test_input_limits import _heuristic_only
 from typer.testing import CliRunner
 
 from fieldrl.cli import app
@@ -61,16 +62,6 @@ def _refused(data: dict[str, Any], *pieces: str, within_s: float = 5.0, max_mib:
     for piece in pieces:
         assert piece in message, message
     return message
-
-
-def _heuristic_only(domain: str, params: dict[str, Any], heuristic: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": "probe",
-        "domain": domain,
-        "params": params,
-        "policies": {"heuristics": [heuristic]},
-        "seeds": {"train": [0], "eval": [100]},
-    }
 
 
 def _cli_refuses(data: dict[str, Any], tmp_path: Path, *pieces: str, command: str = "validate") -> None:

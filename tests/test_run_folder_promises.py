@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import one_line_exit_2
+from test_taxiway_layout import TINY
 from typer.testing import CliRunner
 
 import fieldrl
@@ -22,16 +24,6 @@ from fieldrl.scenario import builtin_scenarios, load_scenario
 
 cli = CliRunner()
 FIELDRL = [sys.executable, "-m", "fieldrl.cli"]
-
-
-def _one_line_exit_2(args: list[str], *pieces: str) -> str:
-    result = cli.invoke(app, args)
-    message = result.output.strip()
-    assert result.exit_code == 2, message
-    assert message.startswith("error:") and "Traceback" not in message and "\n" not in message, message
-    for piece in pieces:
-        assert piece in message, message
-    return message
 
 
 def _subprocess_exit_2(args: list[str], *pieces: str) -> str:
@@ -76,7 +68,7 @@ def test_a_lock_file_linked_to_an_outside_file_leaves_that_file_alone(run_copy, 
     lock = run_copy / ".fieldrl.lock"
     lock.unlink(missing_ok=True)
     lock.symlink_to(victim)
-    _one_line_exit_2([*command, str(run_copy)], ".fieldrl.lock", "symbolic link")
+    one_line_exit_2([*command, str(run_copy)], ".fieldrl.lock", "symbolic link")
     assert victim.read_text() == "precious\n"
 
 
@@ -86,7 +78,7 @@ def test_a_lock_file_linked_to_a_missing_path_creates_nothing(run_copy, tmp_path
     lock = run_copy / ".fieldrl.lock"
     lock.unlink(missing_ok=True)
     lock.symlink_to(target)
-    _one_line_exit_2(["report", str(run_copy)], ".fieldrl.lock", "symbolic link")
+    one_line_exit_2(["report", str(run_copy)], ".fieldrl.lock", "symbolic link")
     assert not target.exists()
 
 
@@ -97,7 +89,7 @@ def test_a_lock_file_that_is_a_fifo_or_a_link_to_dev_null_is_one_line(run_copy):
     _subprocess_exit_2(["report", str(run_copy)], ".fieldrl.lock", "named pipe")
     lock.unlink()
     lock.symlink_to("/dev/null")
-    _one_line_exit_2(["report", str(run_copy)], ".fieldrl.lock", "symbolic link")
+    one_line_exit_2(["report", str(run_copy)], ".fieldrl.lock", "symbolic link")
 
 
 # ----------------------------------------------------------------------------- reads never block
@@ -122,25 +114,12 @@ def test_a_results_file_replaced_by_a_fifo_is_refused_at_once(run_copy):
 
 # ----------------------------------------------------------------------------- input files pinned
 
-TINY_LAYOUT = {
-    "name": "tiny",
-    "runways": [{"id": "09/27", "use": "mixed"}],
-    "nodes": [
-        {"id": "A", "kind": "intersection", "x": 0, "y": 100},
-        {"id": "B", "kind": "intersection", "x": 300, "y": 100},
-        {"id": "E", "kind": "runway_entry", "runway": "09/27", "x": 0, "y": 0},
-        {"id": "X", "kind": "runway_exit", "runway": "09/27", "x": 300, "y": 0},
-        {"id": "S", "kind": "stand", "x": 300, "y": 220},
-    ],
-    "edges": [["A", "B"], ["A", "E"], ["X", "B"], ["B", "S"]],
-}
-
 
 @pytest.fixture(scope="module")
 def airport_run(tmp_path_factory) -> Path:
     """A heuristic-only taxiway run on the user's own layout file (seconds)."""
     study = tmp_path_factory.mktemp("airport")
-    (study / "airport.yaml").write_text(yaml.safe_dump(TINY_LAYOUT))
+    (study / "airport.yaml").write_text(yaml.safe_dump(TINY))
     scenario = {
         "name": "my-airport",
         "domain": "taxiway",
@@ -186,17 +165,17 @@ def test_the_run_folder_pins_the_users_layout_file(airport):
 )
 def test_a_layout_edited_after_the_run_is_refused_naming_it(airport, command):
     run, layout = airport
-    moved = copy.deepcopy(TINY_LAYOUT)
+    moved = copy.deepcopy(TINY)
     moved["nodes"][4]["y"] = 900  # the stand moved: every taxi time changes
     layout.write_text(yaml.safe_dump(moved))
     (run / "report.pdf").unlink()  # so that --resume has something left to do
-    _one_line_exit_2([*command, str(run)], str(layout), "layout_file", "changed after the run started")
+    one_line_exit_2([*command, str(run)], str(layout), "layout_file", "changed after the run started")
 
 
 def test_a_layout_deleted_after_the_run_is_refused_naming_it(airport):
     run, layout = airport
     layout.unlink()
-    _one_line_exit_2(["evaluate", str(run)], str(layout), "layout_file", "missing")
+    one_line_exit_2(["evaluate", str(run)], str(layout), "layout_file", "missing")
 
 
 def test_a_run_folder_whose_pins_were_dropped_cannot_vouch_for_its_files(airport):
@@ -207,7 +186,7 @@ def test_a_run_folder_whose_pins_were_dropped_cannot_vouch_for_its_files(airport
 
     manifest["files"]["inputs.json"]["sha256"] = sha256_of(run / "inputs.json")
     (run / "manifest.json").write_text(json.dumps(manifest))
-    _one_line_exit_2(["report", str(run)], str(layout), "not pinned")
+    one_line_exit_2(["report", str(run)], str(layout), "not pinned")
 
 
 def test_a_sumo_configuration_pins_every_file_it_lists(tmp_path):
@@ -249,10 +228,10 @@ def _tuned_scenario(scenario_data, write_scenario, tmp_path, gamma: float) -> Pa
 
 def test_a_typo_a_tuned_file_replaces_is_still_refused(scenario_data, write_scenario, tmp_path):
     path = _tuned_scenario(scenario_data, write_scenario, tmp_path, gamma=7.5)
-    _one_line_exit_2(
+    one_line_exit_2(
         ["validate", str(path)], "policies.learned[0].hyperparameters.gamma", "7.5", "tuned.yaml replaces it"
     )
-    _one_line_exit_2(["run", str(path), "--out", str(tmp_path / "run"), "--quiet"], "gamma", "7.5")
+    one_line_exit_2(["run", str(path), "--out", str(tmp_path / "run"), "--quiet"], "gamma", "7.5")
     assert not (tmp_path / "run").exists()
 
 
@@ -300,7 +279,7 @@ def test_evaluate_trust_finishes_with_weights_the_manifest_does_not_vouch_for(
     record = read_record(path)
     halved = {k: v / 2 if v.is_floating_point() else v for k, v in read_weights(path).items()}
     path.write_bytes(policy_bytes(halved, record))
-    _one_line_exit_2(
+    one_line_exit_2(
         ["evaluate", str(run_dir), "--quiet"], "policy.safetensors", "does not match the manifest"
     )
     trusted = cli.invoke(app, ["evaluate", str(run_dir), "--quiet", "--trust"])

@@ -19,7 +19,7 @@ import optuna
 import pytest
 import sqlalchemy
 import yaml
-from conftest import TINY_SCENARIO
+from conftest import TINY_SCENARIO, one_line_exit_2
 from optuna.distributions import CategoricalDistribution
 from typer.testing import CliRunner
 
@@ -52,16 +52,6 @@ def _with_sac(data: dict) -> dict:
         }
     )
     return data
-
-
-def _one_line_exit_2(args: list[str], *pieces: str) -> str:
-    result = cli.invoke(app, args)
-    message = result.output.strip()
-    assert result.exit_code == 2, message
-    assert message.startswith("error:") and "\n" not in message and "Traceback" not in message, message
-    for piece in pieces:
-        assert piece in message, message
-    return message
 
 
 def _state(folder: Path) -> dict[str, str]:
@@ -107,7 +97,7 @@ def folder(finished_study, tmp_path) -> Path:
 def _resume_refused(folder: Path, *pieces: str) -> str:
     """``tune --resume`` ends in one line and leaves every file of the folder as it was."""
     before = _state(folder)
-    message = _one_line_exit_2(["tune", "--resume", str(folder), "--quiet"], *pieces)
+    message = one_line_exit_2(["tune", "--resume", str(folder), "--quiet"], *pieces)
     assert _state(folder) == before
     return message
 
@@ -379,7 +369,7 @@ def test_resume_refuses_the_settings_the_folder_holds(folder, option):
 
 def _resume_refused_with(folder: Path, option: list[str]) -> None:
     before = _state(folder)
-    _one_line_exit_2(
+    one_line_exit_2(
         ["tune", "--resume", str(folder), *option, "--quiet"],
         f"--resume DIR takes no {option[0]}",
         "the tuning folder holds them",
@@ -443,7 +433,7 @@ def _no_space(fd: int) -> None:
 def test_a_full_disk_during_a_trial_is_one_line_naming_tune_resume(folder, monkeypatch):
     _set_trials(folder, 2)
     monkeypatch.setattr(fieldrl.files.os, "fsync", _no_space)
-    message = _one_line_exit_2(
+    message = one_line_exit_2(
         ["tune", "--resume", str(folder), "--quiet"], "No space left on device", "fieldrl tune --resume"
     )
     assert "fieldrl run" not in message
@@ -466,7 +456,7 @@ def test_a_full_disk_under_study_db_is_one_line_naming_tune_resume(folder, monke
             raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from exc
 
     monkeypatch.setattr(optuna.storages.RDBStorage, "set_trial_state_values", disk_full)
-    message = _one_line_exit_2(
+    message = one_line_exit_2(
         ["tune", "--resume", str(folder), "--quiet"],
         str(folder / tuning.DB_FILE),
         "database or disk is full",

@@ -108,6 +108,15 @@ BudgetOpt = Annotated[
         "--budget", help="demo, medium (where the scenario has one) or full ('quick': demo's old name)"
     ),
 ]
+#: --budget where a command must tell "not given" from "full" (--resume refuses one that was given)
+UnsetBudgetOpt = Annotated[
+    BudgetName | None,
+    typer.Option(
+        "--budget",
+        help="demo, medium (where the scenario has one) or full ('quick': demo's old name) [default: full]",
+        show_default=False,
+    ),
+]
 JobsOpt = Annotated[int, typer.Option("--jobs", min=1, max=256, help="parallel worker processes")]
 RunDirArg = Annotated[Path, typer.Argument(help="a run folder written by fieldrl")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="no progress bars")]
@@ -228,15 +237,7 @@ def run(
         str | None, typer.Argument(help="built-in name (e.g. chemo/quick) or YAML path")
     ] = None,
     out_dir: OutOpt = None,
-    budget: Annotated[
-        BudgetName | None,
-        typer.Option(
-            "--budget",
-            help="demo, medium (where the scenario has one) or full ('quick': demo's old name) "
-            "[default: full]",
-            show_default=False,
-        ),
-    ] = None,
+    budget: UnsetBudgetOpt = None,
     jobs: JobsOpt = 1,
     backend: BackendOpt = BackendName.local,
     address: AddressOpt = None,
@@ -345,15 +346,7 @@ def tune(
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="tuning folder to create (must not exist)")
     ] = None,
-    budget: Annotated[
-        BudgetName | None,
-        typer.Option(
-            "--budget",
-            help="demo, medium (where the scenario has one) or full ('quick': demo's old name) "
-            "[default: full]",
-            show_default=False,
-        ),
-    ] = None,
+    budget: UnsetBudgetOpt = None,
     jobs: JobsOpt = 1,
     backend: BackendOpt = BackendName.local,
     address: AddressOpt = None,
