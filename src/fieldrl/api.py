@@ -323,6 +323,7 @@ def evaluate(
     recorded = folder.hashes()
     if not resume:
         _forget_partials(folder)
+        _forget_stress(folder)
         recorded = folder.hashes()
     todo = [job for job in every if runner.partial_results(job)[0] not in recorded]
     data = scenario.model_dump(mode="json")
@@ -415,6 +416,83 @@ def _forget_partials(folder: RunFolder) -> None:
     shutil.rmtree(folder.path / "partial", ignore_errors=True)
 
 
+def _forget_stress(folder: RunFolder) -> None:
+    """A new evaluation makes every stress result of the run stale: they are dropped with it."""
+    folder.forget(*(rel for rel in folder.hashes() if rel.startswith("stress/")))
+    shutil.rmtree(folder.inside("stress"), ignore_errors=True)
+
+
+@_holding_run_folder
+def stress(
+    run_dir: str | Path,
+    axes: list[tuple[str, list[float] | None]] | None = None,
+    jobs: int | Backend = 1,
+    show_progress: bool = True,
+) -> Any:
+    """Play an evaluated run's held-out episodes again while one condition of the world moves away from
+    training (:mod:`fieldrl.evaluation.stress`); write ``stress/results.parquet`` and ``stress/summary.json``.
+
+    :param axes: ``(axis, points or None for the domain's)`` to test; None: the scenario's ``stress``
+        section, else every axis of the domain. Each finished job is kept (recorded), so an interrupted
+        stress test, or one on another axis later, plays only what is not done yet. Nothing is trained.
+    """
+    from fieldrl.evaluation.stress import (
+        STRESS_COLUMNS,
+        STRESS_RESULTS,
+        STRESS_SUMMARY,
+        read_stress_summary,
+        stress_jobs,
+        stress_plan,
+        summarize_stress,
+    )
+
+    folder, scenario, _ = open_run(run_dir)
+    domain = get_domain(scenario.domain)
+    folder.require("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
+    summary = read_summary(folder, scenario, domain)
+    earlier = read_stress_summary(folder)  # axes stressed before stay in the map, unless asked again
+    plan = {**(earlier.plan() if earlier is not None else {}), **stress_plan(scenario, domain, axes)}
+    every = stress_jobs(scenario, plan)
+    recorded = folder.hashes()
+    todo = [job for job in every if runner.partial_results(job)[0] not in recorded]
+    data = scenario.model_dump(mode="json")
+
+    def finished(index: int, output: tuple[pd.DataFrame, pd.DataFrame | None, list[Any], Any]) -> None:
+        results_rel, _, failures_rel = runner.partial_results(todo[index])
+        frame, _, failures, _ = output
+        folder.write_parquet(results_rel, frame, record=False)
+        written = [results_rel]
+        if failures:
+            folder.write_json(failures_rel, failures, record=False)
+            written.append(failures_rel)
+        folder.record(*written)
+
+    if todo:
+        hashes = folder.hashes()
+        runner.check_learned_models(data, str(folder.path), todo, hashes, False)
+        with JobProgress("stress", len(todo), enabled=show_progress) as progress:
+            _backend(jobs).execute(
+                runner.run_eval_job,
+                [(data, str(folder.path), job, hashes, False) for job in todo],
+                progress,
+                finished,
+            )
+    hashes = folder.hashes()
+    frames, failures = [], []
+    for job in every:
+        results_rel, _, failures_rel = runner.partial_results(job)
+        frame = folder.read_parquet(results_rel)
+        frames.append(frame.assign(axis=job.axis, point=job.point))
+        if failures_rel in hashes:
+            failures += [{**f, "axis": job.axis, "point": job.point} for f in folder.read_json(failures_rel)]
+    results = pd.concat(frames, ignore_index=True)[STRESS_COLUMNS]
+    stressed = summarize_stress(results, failures, scenario, domain, plan, summary)
+    folder.write_parquet(STRESS_RESULTS, results, record=False)
+    folder.write_json(STRESS_SUMMARY, stressed.model_dump(mode="json"), record=False)
+    folder.record(STRESS_RESULTS, STRESS_SUMMARY)
+    return stressed
+
+
 @_holding_run_folder
 def report(run_dir: str | Path) -> Path:
     """(Re-)render ``report.pdf`` from a run folder's results; never trains or steps an env."""
@@ -453,6 +531,9 @@ def resume(run_dir: str | Path, jobs: int | Backend = 1, show_progress: bool = T
 def _finish(folder: RunFolder, jobs: int | Backend, show_progress: bool, resume: bool) -> RunResult:
     train_in(folder, jobs, show_progress)
     results = evaluate(folder.path, jobs, show_progress, resume=resume)
+    _, scenario, _ = open_run(folder.path)
+    if scenario.stress is not None:
+        stress(folder.path, jobs=jobs, show_progress=show_progress)
     pdf = report(folder.path)
     return RunResult(folder.path, results, summary_of(folder.path), pdf)
 

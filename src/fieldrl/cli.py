@@ -25,6 +25,7 @@ if _QUIET_START:
     signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 import functools
+import math
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -425,6 +426,59 @@ def tune(
         )
     say(table)
     say(f"Tuning folder: {result.folder}  (reference a tuned file with `tuned:` in the scenario entry)")
+
+
+def parse_axis(text: str) -> tuple[str, list[float] | None]:
+    """``NAME`` or ``NAME=V1,V2,...`` of ``--axis`` as ``(name, points or None)``."""
+    name, _, values = text.partition("=")
+    if not name.strip():
+        raise FieldrlError(
+            f"--axis = {text!r}: allowed: NAME or NAME=V1,V2,... (`fieldrl list DOMAIN` names them)"
+        )
+    if not values:
+        return name.strip(), None
+    try:
+        points = [float(v) for v in values.split(",")]
+    except ValueError:
+        raise FieldrlError(f"--axis = {text!r}: the values must be numbers, e.g. {name}=0,0.1,0.2") from None
+    if len(points) < 2 or any(b <= a for a, b in zip(points, points[1:], strict=False)):
+        raise FieldrlError(f"--axis = {text!r}: give at least two values, increasing, each once")
+    if not all(math.isfinite(v) for v in points):
+        raise FieldrlError(f"--axis = {text!r}: the values must be finite numbers")
+    return name.strip(), points
+
+
+@app.command()
+@user_errors
+def stress(
+    run_dir: RunDirArg,
+    axis: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--axis",
+            help="NAME or NAME=V1,V2,... (repeatable); default: the scenario's stress section, else every "
+            "axis of the domain at its default points",
+        ),
+    ] = None,
+    jobs: JobsOpt = 1,
+    backend: BackendOpt = BackendName.local,
+    address: AddressOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Re-evaluate a run's trained policies while one condition of the world moves away from training.
+
+    Plays the run's held-out episodes again at each point of each stress axis (nothing is retrained),
+    writes stress/results.parquet and stress/summary.json and re-renders the report with its stress map.
+    """
+    from fieldrl import api
+    from fieldrl.terminal import stress_table
+
+    wanted = [parse_axis(a) for a in axis] if axis else None
+    summary = api.stress(run_dir, wanted, backend_of(jobs, backend, address), show_progress=not quiet)
+    for table in stress_table(summary):
+        say(table)
+    say(f"Stress results: {run_dir / 'stress' / 'results.parquet'}")
+    say(f"Report: {api.report(run_dir)}")
 
 
 @app.command()

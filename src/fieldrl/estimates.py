@@ -79,6 +79,8 @@ class Workload:
     eval_episodes: int
     validation_episodes: int
     on_policy_steps: float = 0.0
+    #: held-out episodes played again by the stress test (``stress:``), every point of every axis
+    stress_episodes: int = 0
 
     @property
     def train_steps(self) -> int:
@@ -87,7 +89,7 @@ class Workload:
     def seconds(self, domain: str) -> float:
         """Rough wall time with ``--jobs 1``."""
         speed = SPEEDS.get(domain, Speed(500.0, 100.0, 1.0))
-        episodes = self.eval_episodes + self.validation_episodes
+        episodes = self.eval_episodes + self.validation_episodes + self.stress_episodes
         train = self.on_policy_steps / speed.on_policy + self.off_policy_steps / speed.off_policy
         return FIXED_S + train + episodes * speed.episode_s
 
@@ -117,7 +119,24 @@ def workload(scenario: Scenario) -> Workload:
         on_policy_steps=weighted[False],
         eval_episodes=eval_episodes,
         validation_episodes=n_validation * (validations * n_train + settings * heuristics_once),
+        stress_episodes=_stress_episodes(scenario),
     )
+
+
+def _stress_episodes(scenario: Scenario) -> int:
+    """Held-out episodes the scenario's stress test plays: every point, stressed setting and policy run."""
+    if scenario.stress is None:
+        return 0
+    from fieldrl.domains import get_domain
+
+    axes = get_domain(scenario.domain).stress_axes
+    points = sum(len(a.points if a.points is not None else axes[a.axis].points) for a in scenario.stress.axes)
+    n_train = len(scenario.seeds.train)
+    runs = sum(
+        len(scenario.policies.heuristics) + n_train * sum(e.runs_in(v) for e in scenario.policies.learned)
+        for v in scenario.stressed_variants
+    )
+    return points * runs * len(scenario.seeds.eval) * scenario.episodes_per_seed
 
 
 def duration_text(seconds: float) -> str:

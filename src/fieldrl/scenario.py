@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from fieldrl.errors import MISSING, ScenarioError
+from fieldrl.errors import MISSING, ScenarioError, short_repr
 from fieldrl.limits import (
     MAX_BOOTSTRAP_DRAWS,
     MAX_EVAL_EPISODES,
@@ -357,6 +357,50 @@ class ReportOptions(Strict):
     )
 
 
+#: most points on one stress axis, and most axes a run is stressed on
+MAX_STRESS_POINTS = 12
+MAX_STRESS_AXES = 4
+
+
+class StressAxisEntry(Strict):
+    """One condition of the world to stress a run's policies on (a domain's ``stress_axes``)."""
+
+    axis: str = Field(min_length=1, max_length=80, description="the axis, by name (`fieldrl list DOMAIN`)")
+    points: list[float] | None = Field(
+        None,
+        min_length=2,
+        max_length=MAX_STRESS_POINTS,
+        description="the values to test at, in increasing order (default: the domain's)",
+    )
+
+    @field_validator("points")
+    @classmethod
+    def _increasing(cls, points: list[float] | None) -> list[float] | None:
+        if points is not None and any(b <= a for a, b in zip(points, points[1:], strict=False)):
+            raise ValueError("points must increase, each value once")
+        return points
+
+
+class StressSpec(Strict):
+    """Re-evaluate the trained policies, after the held-out evaluation, while one condition of the
+    world moves away from what training saw (``fieldrl stress``): nothing is retrained."""
+
+    axes: list[StressAxisEntry] = Field(min_length=1, max_length=MAX_STRESS_AXES)
+    variants: list[Annotated[SafeName, Field(max_length=80)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_VARIANTS,
+        description="the settings stressed (default: the first)",
+    )
+
+    @model_validator(mode="after")
+    def _each_axis_once(self) -> StressSpec:
+        names = [a.axis for a in self.axes]
+        if len(set(names)) < len(names):
+            raise ValueError(f"axes name {sorted(n for n in set(names) if names.count(n) > 1)[0]!r} twice")
+        return self
+
+
 class Scenario(Strict):
     name: SafeName = Field(min_length=1, max_length=80)
     domain: str
@@ -372,6 +416,9 @@ class Scenario(Strict):
     episodes_per_seed: int = Field(1, ge=1, le=10_000)
     budgets: dict[Literal["demo", "medium", "full"], Budget] = Field(default_factory=dict)
     report: ReportOptions = Field(default_factory=ReportOptions)
+    stress: StressSpec | None = Field(
+        None, description="stress axes `fieldrl run` tests the trained policies on after evaluation"
+    )
 
     @field_validator("budgets", mode="before")
     @classmethod
@@ -403,6 +450,12 @@ class Scenario(Strict):
     def variants_of(self, entry: LearnedEntry) -> list[str]:
         """The settings ``entry`` is trained and tested in, in the scenario's order."""
         return [v for v in self.variant_names if entry.runs_in(v)]
+
+    @property
+    def stressed_variants(self) -> list[str]:
+        """The settings the ``stress`` section stresses (its ``variants``, else the first setting)."""
+        chosen = self.stress.variants if self.stress is not None else None
+        return [v for v in self.variant_names if v in chosen] if chosen else self.variant_names[:1]
 
     def policy_params(self, variant: str, policy: str | None = None) -> dict[str, Any]:
         """The params ``policy`` runs with in ``variant``: the variant's, with a learned entry's own
@@ -450,6 +503,9 @@ class Scenario(Strict):
             for entry in data["policies"]["learned"]:
                 if entry["variants"] is not None:
                     entry["variants"] = [v for v in entry["variants"] if v in kept]  # none left: refused
+            if data["stress"] is not None and data["stress"]["variants"] is not None:
+                stressed = [v for v in data["stress"]["variants"] if v in kept]
+                data["stress"]["variants"] = stressed or None  # none left: the first kept setting
         if b.imitation_episodes is not None:
             for entry in data["policies"]["learned"]:
                 if entry["imitate"] is not None:
@@ -796,6 +852,41 @@ def _check_written(scenario: Scenario, domain: Any, entry: LearnedEntry, source:
                 ) from None
 
 
+def stress_points(
+    scenario: Scenario, domain: Any, name: str, points: list[float] | None
+) -> tuple[list[float], tuple[str, Any, str] | None]:
+    """The points of stress axis ``name`` (``points``, else the domain's), and the first problem with
+    them as ``(part, value, what is allowed)`` (``part``: ``axis`` or ``points[k]``), or None: the axis
+    is the domain's, every point lies in its range, and the world at every point is valid params in
+    every stressed setting."""
+    axes = domain.stress_axes
+    if name not in axes:
+        allowed = ", ".join(sorted(axes)) or f"none (domain {domain.name} has no stress axes)"
+        return [], ("axis", name, f"unknown stress axis; allowed: {allowed}")
+    axis = axes[name]
+    chosen = list(axis.points if points is None else points)
+    for k, value in enumerate(chosen):
+        if not axis.low <= value <= axis.high:
+            unit = f" {axis.unit}" if axis.unit else ""
+            return chosen, (
+                f"points[{k}]",
+                value,
+                f"outside {axis.label.lower()}'s range; allowed: {axis.low:g} to {axis.high:g}{unit}",
+            )
+        for variant in scenario.stressed_variants:
+            world = axis.apply(scenario.variant_params(variant), value)
+            try:
+                domain.params_model.model_validate(world)
+            except ValidationError as exc:
+                error = _scenario_error(exc, domain.params_model, world, "", "params")
+                return chosen, (
+                    f"points[{k}]",
+                    value,
+                    f"at {name} = {value:g}, {error.field} = {short_repr(error.value)}: {error.allowed}",
+                )
+    return chosen, None
+
+
 def _check_heuristic_label(scenario: Scenario, label: str, source: str, where: str) -> None:
     labels = [h.label for h in scenario.policies.heuristics]
     if label not in labels:
@@ -1012,6 +1103,13 @@ def _check_domain_parts(scenario: Scenario, source: str, build: bool) -> None:
             raise ScenarioError(source, where, shown, problem)
     for budget_name, budget in scenario.budgets.items():
         _check_variant_names(scenario, budget.variants, source, f"budgets.{budget_name}.variants")
+    if scenario.stress is not None:
+        _check_variant_names(scenario, scenario.stress.variants, source, "stress.variants")
+        for j, wanted in enumerate(scenario.stress.axes):
+            _, problem = stress_points(scenario, domain, wanted.axis, wanted.points)
+            if problem:
+                part, value, allowed = problem
+                raise ScenarioError(source, f"stress.axes[{j}].{part}", value, allowed)
     labels = [e.label for e in [*scenario.policies.heuristics, *scenario.policies.learned]]
     for j, pair in enumerate(scenario.report.comparisons):
         for role in ("policy", "baseline"):

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from fieldrl.errors import FieldrlError
 from fieldrl.estimates import duration_text, overview, workload
-from fieldrl.reportkit.numbers import MIN_CASES, fmt
+from fieldrl.reportkit.numbers import MIN_CASES, fmt, with_range
 from fieldrl.reportkit.summary import measured_kpis
 from fieldrl.scenario import Scenario, builtin_scenarios
 
@@ -123,7 +123,45 @@ def domain_tables(name: str) -> list[Table]:
     for k in domain.kpis:
         better = "machine time" if k.wall_clock else ("higher" if k.higher_is_better else "lower")
         kpis.add_row(k.name, k.label, k.unit or "-", better)
-    return [heuristics, kpis]
+    tables = [heuristics, kpis]
+    if domain.stress_axes:
+        axes = Table(title=f"{domain.title}: stress axes (fieldrl stress RUN_DIR --axis NAME[=V1,V2,...])")
+        for column in ("name", "what moves", "range", "default points"):
+            axes.add_column(column, overflow="fold")
+        for name, axis in domain.stress_axes.items():
+            unit = f" {axis.unit}" if axis.unit else ""
+            points = ", ".join(format(v, axis.fmt) for v in axis.points)
+            axes.add_row(name, axis.label, f"{axis.low:g} to {axis.high:g}{unit}", points)
+        tables.append(axes)
+    return tables
+
+
+def stress_table(summary: Any) -> list[Table]:
+    """Per stress axis and setting: the best learned and best standard policy's primary KPI at each
+    point, their paired difference and whether the learned policy is ahead, level or behind."""
+    from fieldrl.reports.stress import point_verdicts
+
+    tables = []
+    for name, axis in summary.axes.items():
+        for variant, setting in axis.variants.items():
+            where = "" if variant == "default" else f", setting {variant}"
+            unit = f" ({axis.unit})" if axis.unit else ""
+            table = Table(title=f"Stress: {axis.label.lower()}{unit}{where}; {summary.primary_label.lower()}")
+            learned, standard = setting.best_learned or "-", setting.best_heuristic or "-"
+            for column in (name, escape(learned), escape(standard), "difference [95 % CI]", "learned is"):
+                table.add_column(column, overflow="fold")
+            verdicts = point_verdicts(summary, name, variant)
+            for point, said in zip(setting.points, verdicts, strict=True):
+                trained = " (trained)" if point.value == setting.trained else ""
+                cells = [format(point.value, axis.fmt) + trained]
+                for policy in (setting.best_learned, setting.best_heuristic):
+                    stats = point.policies.get(policy or "", {}).get(summary.primary_kpi)
+                    cells.append(fmt(stats["mean"]["value"]) if stats else "-")
+                diff = (point.comparison or {}).get(summary.primary_kpi)
+                cells.append(with_range(diff["difference"]) if diff else "-")
+                table.add_row(*cells, said)
+            tables.append(table)
+    return tables
 
 
 def validation_text(ref: str, budget: str, scenario: Scenario) -> str:
@@ -159,6 +197,13 @@ def validation_text(ref: str, budget: str, scenario: Scenario) -> str:
     )
     if load.validation_episodes:
         lines.append(f"  validation during training: {load.validation_episodes:,} episodes")
+    if scenario.stress is not None:
+        axes = ", ".join(a.axis for a in scenario.stress.axes)
+        where = ", ".join(scenario.stressed_variants)
+        lines.append(
+            f"  stress test: {load.stress_episodes:,} episodes ({escape(axes)}; setting {escape(where)}; "
+            "nothing retrained)"
+        )
     lines.append(f"  expected time: {duration_text(load.seconds(scenario.domain))} with --jobs 1 (rough)")
     return "\n".join(lines)
 

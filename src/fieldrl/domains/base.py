@@ -111,6 +111,57 @@ class HeuristicSpec:
     imitable: bool = True
 
 
+@dataclass(frozen=True)
+class StressAxis:
+    """A condition of the world a run's trained policies are tested under, moved away from where they
+    trained (``fieldrl stress``): nothing is retrained, only the held-out episodes are played again.
+
+    :param label: words for the report and the figure's axis, e.g. ``Observation noise``.
+    :param unit: unit of the values, e.g. ``x the scenario's demand`` ("" for none).
+    :param points: the values tested by default, in increasing order.
+    :param low: smallest value allowed.
+    :param high: largest value allowed.
+    :param trained: ``params -> value`` the run's own params have (where training and the plain
+        held-out evaluation were); a stress point at this value is the plain evaluation again.
+    :param apply: ``(raw params, value) -> raw params`` of the world at ``value``: only the world
+        changes, never a policy's own settings; the domain's params model validates the result.
+    :param fmt: format spec of a value in tables and sentences.
+    """
+
+    label: str
+    unit: str
+    points: tuple[float, ...]
+    low: float
+    high: float
+    trained: Callable[[Any], float]
+    apply: Callable[[dict[str, Any], float], dict[str, Any]]
+    fmt: str = ".3g"
+
+
+def field_axis(
+    field: str,
+    label: str,
+    unit: str,
+    points: Sequence[float],
+    low: float,
+    high: float,
+    trained: Callable[[Any], float] | None = None,
+    fmt: str = ".3g",
+) -> StressAxis:
+    """A :class:`StressAxis` that sets one params field to the value (``trained``: how to read the
+    run's own value where the field alone does not hold it, e.g. a preset's default)."""
+    return StressAxis(
+        label,
+        unit,
+        tuple(float(v) for v in points),
+        low,
+        high,
+        trained or (lambda params: float(getattr(params, field))),
+        lambda raw, value: {**raw, field: value},
+        fmt,
+    )
+
+
 class EvalEnvs(Protocol):
     """A fixed batch of episodes, one per seed, stepped in lockstep without autoreset.
 
@@ -246,6 +297,8 @@ class Domain(ABC, Generic[P]):
     #: the choices ``fieldrl tune`` tries for some of :attr:`policy_params`: name -> {label: value}
     #: (labels, not values, go to the sampler: a reward's weights are a dict)
     tunable_policy_params: dict[str, dict[str, Any]] = {}
+    #: conditions of the world ``fieldrl stress`` can move away from training: name -> axis
+    stress_axes: dict[str, StressAxis] = {}
 
     def resolve_files(self, params: dict[str, Any], folder: Path) -> dict[str, Any]:
         """Raw params (or a variant's overrides) with every :attr:`file_params` path made absolute.

@@ -62,6 +62,8 @@ def checkpoint_dir(job: TrainJob) -> str:
 def partial_results(job: EvalJob) -> tuple[str, str, str]:
     """Where a finished evaluation job's results, trace and failures wait until they are merged."""
     stem = f"partial/{slug(job.variant)}/{slug(job.policy)}/seed-{job.train_seed}"
+    if job.axis is not None:
+        stem = f"stress/{slug(job.axis)}/{slug(format(job.point, '.6g'))}/{stem}"
     return f"{stem}.results.parquet", f"{stem}.trace.parquet", f"{stem}.failures.json"
 
 
@@ -285,14 +287,21 @@ class TrainJob:
 
 @dataclass(frozen=True)
 class EvalJob:
+    """One policy (and training seed) of one setting on every held-out episode; with ``axis``, in the
+    world that stress axis gives at ``point`` (``fieldrl stress``) instead of the setting's own."""
+
     variant: str
     policy: str
     train_seed: int
+    axis: str | None = None
+    point: float | None = None
 
     @property
     def key(self) -> str:
         seed = "" if self.train_seed == HEURISTIC_TRAIN_SEED else f" seed {self.train_seed}"
-        return f"evaluate {self.policy}{seed}" + ("" if self.variant == "default" else f" [{self.variant}]")
+        where = "" if self.variant == "default" else f" [{self.variant}]"
+        stressed = "" if self.axis is None else f" at {self.axis} {self.point:g}"
+        return f"evaluate {self.policy}{seed}{where}{stressed}"
 
 
 def train_jobs(scenario: Scenario) -> list[TrainJob]:
@@ -323,6 +332,15 @@ def _context(
     domain = get_domain(scenario.domain)
     params = domain.params_model.model_validate(scenario.policy_params(variant, policy))
     return scenario, domain, params
+
+
+def stressed_params(scenario: Scenario, domain: Domain, job: EvalJob) -> Any:
+    """The params ``job.policy`` runs with in ``job.variant`` with the world at ``job.point`` of
+    stress axis ``job.axis`` (the policy's own settings unchanged)."""
+    assert job.axis is not None and job.point is not None
+    axis = domain.stress_axes[job.axis]
+    raw = axis.apply(scenario.policy_params(job.variant, job.policy), job.point)
+    return domain.params_model.model_validate(raw)
 
 
 def demonstration_seeds(scenario: Scenario, seed: int, episodes: int) -> list[int]:
@@ -590,6 +608,8 @@ def run_eval_job(
 
     torch.set_num_threads(1)
     scenario, domain, params = _context(scenario_data, job.variant, job.policy)
+    if job.axis is not None:
+        params = stressed_params(scenario, domain, job)
     context = (scenario, domain, params, job, run_dir, hashes, trust)
     policy = build_policy(*context)
     plan = [
@@ -626,7 +646,7 @@ def run_eval_job(
     if trace is not None:
         trace = trace.assign(variant=job.variant, policy=job.policy, train_seed=job.train_seed)
     validation = None
-    if kind == "heuristic" and scenario.seeds.validation:  # the level learned policies are selected against
+    if kind == "heuristic" and scenario.seeds.validation and job.axis is None:  # what learned ones met
         validation = validation_score(scenario, domain, params, build_policy(*context))
     events.put(("done", job.key, len(plan)))
     results = pd.concat(frames, ignore_index=True)[RESULT_COLUMNS]

@@ -219,3 +219,44 @@ def best_by_setting(summary: dict[str, Any]) -> bytes:
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     return png_bytes(fig)
+
+
+#: colour of a stress point by verdict: the learned policy ahead, level or behind
+VERDICT_COLORS = {"ahead": "#2ca02c", "level": "#8c8c8c", "behind": "#d62728"}
+
+
+def stress_map(
+    values: list[float],
+    differences: list[tuple[float, float, float]],
+    verdicts: list[str],
+    trained: float,
+    axis_label: str,
+    difference_label: str,
+) -> bytes:
+    """Best learned minus best standard policy (``(value, low, high)`` per point) against one stress
+    axis: a band for the confidence interval, points coloured by verdict, zero and the value the run
+    trained at marked."""
+    fig, ax = plt.subplots(figsize=(6.5, 2.9))
+    x = np.asarray(values, dtype=float)
+    mid, low, high = (np.asarray(column, dtype=float) for column in zip(*differences, strict=True))
+    ax.axhline(0, color="black", linewidth=0.7)
+    with_band = np.isfinite(low) & np.isfinite(high)
+    if with_band.any():
+        ax.fill_between(
+            x[with_band], low[with_band], high[with_band], color="#1f77b4", alpha=0.18, linewidth=0
+        )
+    ax.plot(x, mid, color="#1f77b4", linewidth=1.2)
+    for verdict, color in VERDICT_COLORS.items():
+        chosen = [i for i, said in enumerate(verdicts) if said == verdict]
+        if chosen:
+            ax.scatter(x[chosen], mid[chosen], color=color, zorder=3, s=28, label=f"learned {verdict}")
+    ax.axvline(trained, color="#444444", linestyle="--", linewidth=1)
+    ax.annotate("as trained", (trained, 1.0), xycoords=("data", "axes fraction"), fontsize=7,
+                ha="left", va="top", xytext=(3, -2), textcoords="offset points")  # fmt: skip
+    ax.set_xlabel(axis_label, fontsize=8)
+    ax.set_ylabel(textwrap.fill(difference_label, 40), fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return png_bytes(fig)

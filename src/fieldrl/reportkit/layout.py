@@ -117,3 +117,23 @@ def image(png: bytes, width: float, max_height: float | None = None) -> Image:
     if max_height is not None and width * h / w > max_height:
         width = max_height * w / h
     return Image(io.BytesIO(png), width=width, height=width * h / w)
+
+
+def text_table(rows: list[list[str]], styles: Any, widths: list[float]) -> Any:
+    """Plain-text cells (escaped) in a gridded table, the first row a header repeated on every page."""
+    from reportlab.lib import colors
+    from reportlab.platypus import Paragraph, Table, TableStyle
+
+    cell = styles["Cell"]
+    data = [[Paragraph(html.escape(str(c), quote=False), cell) for c in row] for row in rows]
+    table = Table(data, colWidths=widths, repeatRows=1)
+    table.setStyle(
+        TableStyle(
+            [
+                ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
+                ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8eef5")),
+                ("VALIGN", (0, 0), (-1, -1), "TOP"),
+            ]
+        )
+    )
+    return table

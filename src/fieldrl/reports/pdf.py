@@ -41,6 +41,7 @@ from fieldrl.domains.base import Domain
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation.readback import TRACES_FILE, read_results, read_summary, read_traces
 from fieldrl.evaluation.store import RunFolder
+from fieldrl.evaluation.stress import StressSummary, read_stress_summary
 from fieldrl.reportkit import figures
 from fieldrl.reportkit.context import ReportContext
 from fieldrl.reportkit.layout import (
@@ -52,11 +53,13 @@ from fieldrl.reportkit.layout import (
     min_column_width,
     spread,
     stylesheet,
+    text_table,
 )
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, fmt_cell, join_words, plural, too_few
 from fieldrl.reportkit.summary import cases, failures_ended, measured_kpis, ranked
 from fieldrl.reports import front
 from fieldrl.reports.findings import masked_for_small_samples, pair_findings, variant_findings
+from fieldrl.reports.stress import front_sentence, stress_pages
 from fieldrl.scenario import Scenario, budget_name
 
 
@@ -362,12 +365,17 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
         colors=figures.policy_colors(summary["policies"]),
     )
     title = scenario.report.title or f"{domain.title}: {scenario.name}"
-    story = _front_page(ctx, title, meta.get("budget", "full"))
+    stress = read_stress_summary(folder)
+    story = _front_page(ctx, title, meta.get("budget", "full"), stress)
     story.append(CondPageBreak(PAGE_ONE_SPILL))
     story.extend(_findings_pages(ctx, meta.get("budget", "full")))
     for variant in scenario.variant_names:
         story.extend(_variant_pages(ctx, variant))
     story.extend(_comparison_pages(ctx))
+    stress_flowables = stress_pages(ctx, stress)
+    if stress_flowables:
+        story.append(CondPageBreak(SECTION_ROOM))
+        story.extend(stress_flowables)
     domain_flowables = _domain_section(ctx)
     if domain_flowables:
         story.append(CondPageBreak(SECTION_ROOM))
@@ -443,7 +451,9 @@ _BUDGET_NOTES = {
 }
 
 
-def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
+def _front_page(
+    ctx: ReportContext, title: str, budget: str, stress: StressSummary | None = None
+) -> list[Any]:
     """Page 1: the verdict, one table, one chart, the effort each learned policy got, and the terms used."""
     scenario, styles, summary = ctx.scenario, ctx.styles, ctx.summary
     story: list[Any] = [Paragraph(escape(title), styles["Title"])]
@@ -476,6 +486,9 @@ def _front_page(ctx: ReportContext, title: str, budget: str) -> list[Any]:
     if table is not None:
         story.extend([Spacer(1, 4), table, Spacer(1, 4)])
     story.append(front.chart(ctx, headlines, PAGE_WIDTH * (0.95 if single else 0.8)))
+    stressed = front_sentence(stress, scenario.stressed_variants[0])
+    if stressed:
+        story.append(ctx.para(stressed, "Finding"))
     failures = summary.get("failed_episodes") or []
     if failures:
         runs = len(scenario.policies.heuristics) + len(scenario.policies.learned) * len(scenario.seeds.train)
@@ -570,7 +583,7 @@ def _effort_block(ctx: ReportContext) -> list[Any]:
             ]
         )
     out.append(Paragraph("Training effort", ctx.styles["Heading3"]))
-    out.append(_text_table(rows, ctx.styles, [2.6 * cm, 4.4 * cm, 4.6 * cm, PAGE_WIDTH - 11.6 * cm]))
+    out.append(text_table(rows, ctx.styles, [2.6 * cm, 4.4 * cm, 4.6 * cm, PAGE_WIDTH - 11.6 * cm]))
     return out
 
 
@@ -855,7 +868,7 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
                 + _shield_text(entry),
             ]
         )
-    out.append(_text_table(rows, styles, [3 * cm, 1.6 * cm, PAGE_WIDTH - 4.6 * cm]))
+    out.append(text_table(rows, styles, [3 * cm, 1.6 * cm, PAGE_WIDTH - 4.6 * cm]))
     out.extend(_tuning_appendix(ctx))
     out.append(Paragraph("Seeds and budget", styles["Heading3"]))
     out.append(
@@ -985,7 +998,7 @@ def _tuning_appendix(ctx: ReportContext) -> list[Any]:
                 f"{t.objective}.{best} Searched: {space}",
             ]
         )
-    out.append(_text_table(rows, ctx.styles, [2.6 * cm, 4.4 * cm, PAGE_WIDTH - 7.0 * cm]))
+    out.append(text_table(rows, ctx.styles, [2.6 * cm, 4.4 * cm, PAGE_WIDTH - 7.0 * cm]))
     return out
 
 
@@ -1003,19 +1016,3 @@ def _seed_text(seeds: list[int]) -> str:
     if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
         return f"{len(seeds)} seeds, {seeds[0]}-{seeds[-1]}"
     return ", ".join(map(str, seeds))
-
-
-def _text_table(rows: list[list[str]], styles: Any, widths: list[float]) -> Table:
-    cell = styles["Cell"]
-    data = [[Paragraph(escape(str(c)), cell) for c in row] for row in rows]
-    table = Table(data, colWidths=widths, repeatRows=1)
-    table.setStyle(
-        TableStyle(
-            [
-                ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
-                ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8eef5")),
-                ("VALIGN", (0, 0), (-1, -1), "TOP"),
-            ]
-        )
-    )
-    return table

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fieldrl.domains.base import Domain, EpisodeRecord
+from fieldrl.domains.base import Domain, EpisodeRecord, field_axis
 from fieldrl.domains.chemo import metrics
 from fieldrl.domains.chemo.cohort import load_cohort
 from fieldrl.domains.chemo.heuristics import HEURISTICS
@@ -38,6 +38,35 @@ class ChemoDomain(Domain[ChemoParams]):
     }
     info_keys = ("state", "dose")
     file_params = ("cohort_file",)
+    stress_axes = {
+        "obs_noise": field_axis(
+            "obs_noise",
+            "Observation noise",
+            "s.d., fraction of each measurement",
+            (0.0, 0.1, 0.2, 0.5, 0.8),
+            0.0,
+            1.0,
+            lambda p: p.noise().obs_noise,
+        ),
+        "pkpd_noise": field_axis(
+            "pkpd_noise",
+            "Patient-to-patient variability",
+            "spread of each model parameter, fraction of nominal",
+            (0.0, 0.1, 0.2, 0.4, 0.6),
+            0.0,
+            1.0,
+            lambda p: p.noise().pkpd_noise,
+        ),
+        "missing_rate": field_axis(
+            "missing_rate",
+            "Missing measurements",
+            "share of steps",
+            (0.0, 0.25, 0.5, 0.75),
+            0.0,
+            0.95,
+            lambda p: p.noise().missing_rate,
+        ),
+    }
 
     def resolve_files(self, params: dict[str, Any], folder: Path) -> dict[str, Any]:
         """As the base, and the cohort file's digest recorded beside its path (if readable)."""
