@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from fieldrl.cli import app
 from fieldrl.errors import ScenarioError
-from fieldrl.evaluation import runner, tuning
+from fieldrl.evaluation import runner, study_store, tuning
 from fieldrl.evaluation.runner import episode_seed
 from fieldrl.scenario import load_scenario, scenario_text
 
@@ -150,7 +150,11 @@ def test_a_study_killed_with_sigkill_resumes_and_finishes_its_trials(scenario_da
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 240
-    while _finished_trials(out / tuning.DB_FILE) < 1 and time.monotonic() < deadline and proc.poll() is None:
+    while (
+        _finished_trials(out / study_store.DB_FILE) < 1
+        and time.monotonic() < deadline
+        and proc.poll() is None
+    ):
         time.sleep(0.2)
     assert proc.poll() is None, "the study ended before it could be killed"
     os.killpg(proc.pid, signal.SIGKILL)
@@ -240,7 +244,7 @@ def test_a_worker_that_finds_the_budget_taken_asks_for_no_trial(scenario_data, w
     assert first.exit_code == 0, first.output
     settings = {**json.loads((out / tuning.SETTINGS_FILE).read_text()), "trials": 3}
     scenario = yaml.safe_load((out / tuning.SCENARIO_FILE).read_text())
-    storage = f"sqlite:///{out / tuning.DB_FILE}"
+    storage = f"sqlite:///{out / study_store.DB_FILE}"
     name = optuna.get_all_study_names(storage)[0]
     optuna.load_study(study_name=name, storage=storage).ask()  # trial 3 of 3, running in "another worker"
     ran = tuning.study_worker(scenario, settings["variant"], str(out), "SAC", settings, 1, None)

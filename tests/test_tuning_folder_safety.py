@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 import fieldrl.files
 from fieldrl.cli import app
 from fieldrl.errors import FieldrlError
-from fieldrl.evaluation import tuning
+from fieldrl.evaluation import study_store, tuning
 from fieldrl.policies.search_spaces import search_space, to_hyperparameters
 
 cli = CliRunner()
@@ -75,7 +75,7 @@ def _set_trials(folder: Path, trials: int) -> None:
 
 def _edit_db(folder: Path, sql: str) -> None:
     """What a user with ``sqlite3 study.db`` can do."""
-    with sqlite3.connect(folder / tuning.DB_FILE) as con:
+    with sqlite3.connect(folder / study_store.DB_FILE) as con:
         con.execute(sql)
 
 
@@ -107,19 +107,19 @@ def _resume_refused(folder: Path, *pieces: str) -> str:
 
 def test_a_study_db_that_is_a_link_is_refused_and_its_target_untouched(folder, tmp_path):
     target = tmp_path / "elsewhere.db"
-    (folder / tuning.DB_FILE).rename(target)
-    (folder / tuning.DB_FILE).symlink_to(target)
+    (folder / study_store.DB_FILE).rename(target)
+    (folder / study_store.DB_FILE).symlink_to(target)
     _set_trials(folder, 2)  # a study with a trial to run: it would write into the link's target
     before = target.read_bytes()
-    _resume_refused(folder, str(folder / tuning.DB_FILE), "symbolic link")
+    _resume_refused(folder, str(folder / study_store.DB_FILE), "symbolic link")
     assert target.read_bytes() == before
 
 
 @pytest.mark.parametrize("suffix", ["-journal", "-wal"])
 def test_a_sqlite_side_file_that_is_a_link_is_refused(folder, tmp_path, suffix):
     target = tmp_path / "victim"
-    (folder / (tuning.DB_FILE + suffix)).symlink_to(target)
-    _resume_refused(folder, tuning.DB_FILE + suffix, "symbolic link")
+    (folder / (study_store.DB_FILE + suffix)).symlink_to(target)
+    _resume_refused(folder, study_store.DB_FILE + suffix, "symbolic link")
     assert not target.exists()
 
 
@@ -277,22 +277,22 @@ def test_tune_creates_every_study_before_its_first_trial(tmp_path, monkeypatch):
     monkeypatch.setattr(tuning, "run_trial", killed)
     with pytest.raises(KeyboardInterrupt):
         tuning.tune(file, trials=2, out=tmp_path / "t", show_progress=False)
-    names = optuna.get_all_study_names(tuning.storage_url(tmp_path / "t"))
+    names = optuna.get_all_study_names(study_store.storage_url(tmp_path / "t"))
     assert sorted(names) == ["tiny/default/PPO", "tiny/default/SAC"]
 
 
 def test_resume_refuses_a_study_db_that_lost_its_study(folder):
-    optuna.delete_study(study_name=STUDY, storage=tuning.storage_url(folder))
+    optuna.delete_study(study_name=STUDY, storage=study_store.storage_url(folder))
     _resume_refused(folder, f"does not hold study {STUDY!r}", "start a new tuning folder")
 
 
 @pytest.mark.parametrize("how", ["empty", "missing"])
 def test_resume_refuses_an_empty_or_missing_study_db(folder, how):
     if how == "empty":
-        (folder / tuning.DB_FILE).write_bytes(b"")
+        (folder / study_store.DB_FILE).write_bytes(b"")
     else:
-        (folder / tuning.DB_FILE).unlink()
-    _resume_refused(folder, str(folder / tuning.DB_FILE), how, "start a new tuning folder")
+        (folder / study_store.DB_FILE).unlink()
+    _resume_refused(folder, str(folder / study_store.DB_FILE), how, "start a new tuning folder")
 
 
 # ----------------------------------------------------------------------------- 5. a corrupt study.db
@@ -300,7 +300,7 @@ def test_resume_refuses_an_empty_or_missing_study_db(folder, how):
 
 @pytest.mark.parametrize("how", ["garbage", "truncated", "fifo"])
 def test_a_corrupt_truncated_or_fifo_study_db_is_one_line(folder, how):
-    db = folder / tuning.DB_FILE
+    db = folder / study_store.DB_FILE
     if how == "garbage":
         db.write_bytes(os.urandom(20_000))
     elif how == "truncated":
@@ -458,7 +458,7 @@ def test_a_full_disk_under_study_db_is_one_line_naming_tune_resume(folder, monke
     monkeypatch.setattr(optuna.storages.RDBStorage, "set_trial_state_values", disk_full)
     message = one_line_exit_2(
         ["tune", "--resume", str(folder), "--quiet"],
-        str(folder / tuning.DB_FILE),
+        str(folder / study_store.DB_FILE),
         "database or disk is full",
         "fieldrl tune --resume",
     )

@@ -21,7 +21,8 @@ A tuning folder has one writer at a time (``.fieldrl.lock``, as a run folder has
 that writer share the studies through the storage), and what it holds is read back as fieldrl
 wrote it or refused with one line: ``tuning.json`` and ``scenario.yaml`` strictly, ``study.db``
 only as a regular SQLite file of the folder (never a link, FIFO or device) holding every study
-the settings name, and each trial's value and attributes checked before a study goes on.
+the settings name, and each trial's value and attributes checked before a study goes on
+(:mod:`~fieldrl.evaluation.study_store`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import fcntl
 import json
 import math
 import os
-import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -44,8 +44,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fieldrl.domains import get_domain
-from fieldrl.errors import FieldrlError, file_shape_error, short_repr
-from fieldrl.evaluation import runner
+from fieldrl.errors import FieldrlError, file_shape_error
+from fieldrl.evaluation import runner, study_store
 from fieldrl.evaluation.store import new_output_folder
 from fieldrl.files import atomic_write_bytes, folder_lock, open_regular, read_regular
 from fieldrl.progress import JobProgress
@@ -60,11 +60,6 @@ from fieldrl.scenario import (
 )
 from fieldrl.scenario_checks import entry_of, training_vec_env
 
-DB_FILE = "study.db"
-#: SQLite's side files of study.db (rollback journal, write-ahead log and its shared memory)
-DB_SIDE_FILES = ("-journal", "-wal", "-shm")
-#: the first bytes of every SQLite database file
-SQLITE_MAGIC = b"SQLite format 3\x00"
 SETTINGS_FILE = "tuning.json"
 SCENARIO_FILE = "scenario.yaml"
 #: flock-ed by a worker while it takes a trial from the study (see _one_asker)
@@ -129,127 +124,11 @@ class TuningSettings(BaseModel):
     seed: Annotated[int, Field(ge=0, le=2**31 - 1)]
 
 
-class _TrialAttrs(BaseModel):
-    """A trial's user attributes as fieldrl writes them (others are not read)."""
-
-    model_config = ConfigDict(extra="ignore", strict=True)
-    hyperparameters: dict[str, Any] | None = None
-    n_envs: Annotated[int, Field(ge=1)] | None = None
-    params: dict[str, Any] | None = None
-    handset: bool = False
-    interrupted: bool = False
-    surplus: bool = False
-    error: str | None = None
-    num_timesteps: Annotated[int, Field(ge=0)] | None = None
-    gradient_updates: Annotated[int, Field(ge=0)] | None = None
-
-
 def _optuna() -> Any:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
-
-
-def storage_url(folder: Path) -> str:
-    """The study storage's URL: the folder is resolved, never study.db (a link there is refused)."""
-    return f"sqlite:///{folder.resolve() / DB_FILE}"
-
-
-def _storage(folder: Path, existing: bool = True) -> Any:
-    """The folder's Optuna storage, once study.db and its side files are checked (see _check_db).
-
-    :param existing: study.db must be there already (every use but creating the folder).
-    """
-    _check_db(folder, existing)
-    optuna = _optuna()
-    return optuna.storages.RDBStorage(storage_url(folder), engine_kwargs={"connect_args": {"timeout": 120}})
-
-
-def _check_db(folder: Path, existing: bool) -> None:
-    """study.db and SQLite's side files are regular files of the folder, and study.db is an SQLite file.
-
-    SQLite opens them by name: through a link it would write the study's tables (or a journal) to
-    wherever the link points, and a FIFO or device is no database. Each is opened here without
-    following links (``open_regular``), which refuses all of those before SQLite sees them.
-    """
-    db = folder / DB_FILE
-    for side in DB_SIDE_FILES:
-        with contextlib.suppress(FileNotFoundError):
-            os.close(open_regular(folder / (DB_FILE + side), follow=False))
-    try:
-        with os.fdopen(open_regular(db, follow=False), "rb") as fh:
-            header = fh.read(len(SQLITE_MAGIC))
-    except FileNotFoundError:
-        if existing:
-            raise FieldrlError(
-                f"{db}: missing; it holds the tuning folder's studies: restore it, or start a new "
-                "tuning folder"
-            ) from None
-        return
-    if existing and not header:  # SQLite would take an empty file for a new, empty database
-        raise FieldrlError(
-            f"{db}: empty; it holds none of the tuning folder's studies: restore it, or start a new "
-            "tuning folder"
-        )
-    if header and header != SQLITE_MAGIC:
-        raise FieldrlError(
-            f"{db}: not an SQLite database (its first bytes are not SQLite's header): restore it from a "
-            "copy, or start a new tuning folder"
-        )
-
-
-@contextlib.contextmanager
-def _storage_errors(folder: Path) -> Iterator[None]:
-    """Errors of the study storage (SQLite, through SQLAlchemy and Optuna) as one line naming study.db."""
-    from optuna.exceptions import StorageInternalError
-    from sqlalchemy.exc import SQLAlchemyError
-
-    try:
-        yield
-    except (SQLAlchemyError, StorageInternalError, sqlite3.Error) as exc:
-        raise _storage_problem(folder, exc) from None
-
-
-def _is_storage_error(exc: BaseException) -> bool:
-    from optuna.exceptions import StorageInternalError
-    from sqlalchemy.exc import SQLAlchemyError
-
-    return isinstance(exc, (SQLAlchemyError, StorageInternalError, sqlite3.Error))
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    """The innermost error (sqlite3's, under SQLAlchemy's and Optuna's wrappers)."""
-    seen = {id(exc)}
-    while (inner := getattr(exc, "orig", None) or exc.__cause__) is not None and id(inner) not in seen:
-        seen.add(id(inner))
-        exc = inner
-    return exc
-
-
-def _resume_advice(folder: Path) -> str:
-    return f"resume with `fieldrl tune --resume {folder}`"
-
-
-def _storage_problem(folder: Path, exc: BaseException) -> FieldrlError:
-    """One line for a failed read or write of study.db: what SQLite said and what to do about it."""
-    db = folder / DB_FILE
-    cause = _root_cause(exc)
-    reason = " ".join(str(cause).split())[:200] or type(cause).__name__
-    lowered = reason.lower()
-    if "is full" in lowered or getattr(cause, "sqlite_errorcode", None) == 13:  # SQLITE_FULL
-        return FieldrlError(
-            f"{db}: cannot write ({reason}); trials finished before are kept — free space, then "
-            f"{_resume_advice(folder)}"
-        )
-    if "locked" in lowered or "busy" in lowered:
-        return FieldrlError(
-            f"{db}: {reason}: another program holds the study storage; let it finish, then retry"
-        )
-    return FieldrlError(
-        f"{db}: cannot be used as the study storage ({reason}): restore it from a copy, or start a new "
-        "tuning folder"
-    )
 
 
 def study_name(scenario: Scenario, variant: str, label: str) -> str:
@@ -439,8 +318,8 @@ def _create_studies(folder: Path, scenario: Scenario, settings: TuningSettings) 
     missing from study.db is a lost one (refused), never one to start over beside its trial files."""
     optuna = _optuna()
     direction = "maximize" if _higher_is_better(scenario) else "minimize"
-    with _storage_errors(folder):
-        storage = _storage(folder, existing=False)
+    with study_store.storage_errors(folder):
+        storage = study_store.storage(folder, existing=False)
         for label in settings.policies:
             optuna.create_study(
                 study_name=study_name(scenario, settings.variant, label), storage=storage, direction=direction
@@ -509,7 +388,7 @@ def _run_study(folder: Path, backend: Any, show_progress: bool) -> TuningResult:
     """Run (or finish) every study of a tuning folder. The caller holds the folder's lock."""
     scenario, settings = _read_folder(folder)
     _check_ask_lock(folder)
-    with _storage_errors(folder):
+    with study_store.storage_errors(folder):
         return _run_studies(folder, scenario, settings, backend, show_progress)
 
 
@@ -521,9 +400,9 @@ def _run_studies(
     optuna = _optuna()
     backend = backend if backend is not None else Backend()
     variant, trials = settings.variant, settings.trials
-    storage = _storage(folder)
-    _check_studies_exist(
-        folder, storage, [study_name(scenario, variant, label) for label in settings.policies]
+    storage = study_store.storage(folder)
+    study_store.check_studies_exist(
+        folder, storage, [study_name(scenario, variant, label) for label in settings.policies], SETTINGS_FILE
     )
     result = TuningResult(folder)
     data = scenario.model_dump(mode="json")
@@ -537,7 +416,7 @@ def _run_studies(
             sampler=_sampler(settings.seed, trials),
             pruner=_pruner(steps),
         )
-        trial_list = _checked_trials(folder, study)
+        trial_list = study_store.checked_trials(folder, study)
         space = _space(entry, tuple(settings.keep), domain)
         if not trial_list:
             _enqueue_handset(study, entry, space, _handset_params(scenario, variant, entry, domain, space))
@@ -554,150 +433,11 @@ def _run_studies(
     return result
 
 
-def _check_studies_exist(folder: Path, storage: Any, names: list[str]) -> None:
-    """Every study the settings name is in study.db: a lost one is not silently started over."""
-    held = set(_optuna().get_all_study_names(storage))
-    for name in names:
-        if name not in held:
-            raise FieldrlError(
-                f"{folder / DB_FILE}: does not hold study {name!r} (named by {SETTINGS_FILE}): restore "
-                "it, or start a new tuning folder"
-            )
-
-
 def _check_ask_lock(folder: Path) -> None:
     """The workers' ask lock is a regular file of the folder (or not there yet): checked before any
     trial is touched, so a link or FIFO planted there stops the study before it writes anything."""
     with contextlib.suppress(FileNotFoundError):
         os.close(open_regular(folder / ASK_LOCK_FILE, follow=False))
-
-
-# ----------------------------------------------------------------------------- reading trials back
-
-
-def _checked_trials(folder: Path, study: Any) -> list[Any]:
-    """The study's trials, each checked to be as fieldrl writes it (study.db may have been edited).
-
-    A complete trial has a finite value and the configuration it ran (``hyperparameters``,
-    ``n_envs``); every reported intermediate value is a number; the user attributes have their
-    types. Anything else is one line naming the study, the trial and what is wrong with it.
-    """
-    try:
-        trials = study.get_trials(deepcopy=False)
-    except (ValueError, TypeError, LookupError, AssertionError) as exc:  # a field Optuna cannot decode
-        raise _undecodable_trial(folder, study, exc) from None
-    for t in trials:
-        _check_trial(folder, study.study_name, t)
-    return trials
-
-
-def _trial_problem(
-    folder: Path, study: str, number: int, what: str, value: Any, allowed: str
-) -> FieldrlError:
-    return FieldrlError(
-        f"{folder / DB_FILE}: study {study!r}, trial {number}: {what} = {short_repr(value)}: allowed: "
-        f"{allowed} (not what fieldrl writes: was study.db edited? restore it from a copy, or start a "
-        "new tuning folder)"
-    )
-
-
-def _check_trial(folder: Path, study: str, t: Any) -> None:
-    from optuna.trial import TrialState
-
-    try:
-        attrs = _TrialAttrs.model_validate(t.user_attrs)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        name = ".".join(str(p) for p in err["loc"])
-        value = t.user_attrs.get(str(err["loc"][0]), err.get("input"))
-        message = err["msg"].removeprefix("Value error, ")
-        raise _trial_problem(folder, study, t.number, f"user attribute {name}", value, message) from None
-    for step, value in t.intermediate_values.items():
-        if not _is_number(value):
-            raise _trial_problem(
-                folder, study, t.number, f"intermediate value at step {step}", value, "a number"
-            )
-    if t.state != TrialState.COMPLETE:
-        return
-    value = t.values[0] if t.values and len(t.values) == 1 else t.values
-    if not _is_number(value) or not math.isfinite(value):
-        raise _trial_problem(folder, study, t.number, "value", value, "a finite number for a complete trial")
-    for name in ("hyperparameters", "n_envs"):
-        if getattr(attrs, name) is None:
-            raise _trial_problem(
-                folder, study, t.number, f"user attribute {name}", None, "present on a complete trial"
-            )
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _undecodable_trial(folder: Path, study: Any, exc: Exception) -> FieldrlError:
-    """One line for trials Optuna cannot read back, naming the trial and what of it where that is found."""
-    try:
-        found = _first_undecodable(study)
-    except (ValueError, TypeError, LookupError, AssertionError):  # a row even the table models cannot load
-        found = None
-    if found is None:
-        return FieldrlError(
-            f"{folder / DB_FILE}: study {study.study_name!r}: its trials cannot be read back "
-            f"({type(exc).__name__}: {short_repr(str(exc))}); was study.db edited? restore it from a copy, "
-            "or start a new tuning folder"
-        )
-    return _trial_problem(folder, study.study_name, *found)
-
-
-def _first_undecodable(study: Any) -> tuple[int, str, Any, str] | None:
-    """``(trial number, what, stored value, what is allowed)`` of the first stored trial field Optuna
-    cannot decode, found through Optuna's own table models: its reader stops at such a field (a
-    ``JSONDecodeError``, an ``AssertionError`` on a NULL value) without saying where it is."""
-    from optuna.distributions import json_to_distribution
-    from optuna.storages._rdb import models
-
-    def fails(decode: Callable[[], Any]) -> bool:
-        try:
-            decode()
-        except (ValueError, TypeError, LookupError, AssertionError):
-            return True
-        return False
-
-    value_of = models.TrialValueModel.stored_repr_to_value
-    intermediate_of = models.TrialIntermediateValueModel.stored_repr_to_intermediate_value
-    storage = getattr(study._storage, "_backend", study._storage)  # under Optuna's cache
-    session = storage.scoped_session()
-    try:
-        query = session.query(models.TrialModel).filter(models.TrialModel.study_id == study._study_id)
-        for t in query.order_by(models.TrialModel.number):
-            for kind, rows in (
-                ("user attribute", t.user_attributes),
-                ("system attribute", t.system_attributes),
-            ):
-                for row in rows:
-                    if fails(lambda row=row: json.loads(row.value_json)):
-                        return (
-                            t.number,
-                            f"{kind} {row.key}",
-                            row.value_json,
-                            "valid JSON, as Optuna writes it",
-                        )
-            for p in t.params:
-                if fails(lambda p=p: json_to_distribution(p.distribution_json)):
-                    allowed = "valid JSON, as Optuna writes it"
-                    return t.number, f"distribution of parameter {p.param_name}", p.distribution_json, allowed
-                dist = json_to_distribution(p.distribution_json)
-                if fails(lambda p=p, dist=dist: dist.to_external_repr(p.param_value)):
-                    return t.number, f"parameter {p.param_name}", p.param_value, f"a value of {dist}"
-            for v in t.values:
-                if fails(lambda v=v: value_of(v.value, v.value_type)):
-                    return t.number, "value", v.value, f"a number (stored as {v.value_type.name})"
-            for i in t.intermediate_values:
-                if fails(lambda i=i: intermediate_of(i.intermediate_value, i.intermediate_value_type)):
-                    what = f"intermediate value at step {i.step}"
-                    return t.number, what, i.intermediate_value, "a number"
-    finally:
-        storage.scoped_session.remove()
-    return None
 
 
 def _sampling_seed(seed: int, study: Any) -> int:
@@ -784,7 +524,7 @@ def study_worker(
     """
     path = Path(folder)
     # as one line, also from a worker process (SQLAlchemy's errors do not pickle well)
-    with _storage_errors(path), _disk_full(path):
+    with study_store.storage_errors(path), _disk_full(path):
         return _work(scenario_data, variant, path, label, settings, worker, events)
 
 
@@ -801,9 +541,10 @@ def _disk_full(folder: Path) -> Iterator[None]:
         if not _is_disk_full(exc):
             raise
         where = exc.filename or "a trial's temporary files"
+        db = folder / study_store.DB_FILE
         raise FieldrlError(
-            f"{where}: cannot write ({exc.strerror}); trials finished before are kept in {folder / DB_FILE} "
-            f"— free space, then {_resume_advice(folder)}"
+            f"{where}: cannot write ({exc.strerror}); trials finished before are kept in {db} "
+            f"— free space, then {study_store.resume_advice(folder)}"
         ) from None
 
 
@@ -829,7 +570,7 @@ def _work(
     width = _width(scenario, variant, entry)
     study = optuna.load_study(
         study_name=study_name(scenario, variant, label),
-        storage=_storage(path),
+        storage=study_store.storage(path),
         sampler=_sampler(int(settings["seed"]) + worker, trials),
         pruner=_pruner(steps),
     )
@@ -900,7 +641,7 @@ def _tell(study: Any, job: TrialJob, outcome: dict[str, Any], folder: Path) -> N
 
     if outcome.get("curve"):
         rel = f"trials/{runner.slug(job.policy)}/trial-{job.number:04d}.csv"
-        atomic_write_bytes(folder / rel, outcome["curve"].encode(), _resume_advice(folder))
+        atomic_write_bytes(folder / rel, outcome["curve"].encode(), study_store.resume_advice(folder))
     for key in ("num_timesteps", "gradient_updates"):
         if key in outcome:
             study._storage.set_trial_user_attr(job.trial_id, key, outcome[key])
@@ -972,7 +713,7 @@ def run_trial(
     except (KeyboardInterrupt, FieldrlError):
         raise
     except Exception as exc:  # a configuration that breaks training (NaN losses, ...) is a bad one
-        if _is_storage_error(exc) or _is_disk_full(exc):
+        if study_store.is_storage_error(exc) or _is_disk_full(exc):
             raise  # the machine's fault, not the configuration's: the trial stays to be run again
         events.put(("done", job.key, entry.train_steps))
         return {"state": "failed", "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
@@ -1006,7 +747,7 @@ def _write_tuned(
 ) -> dict[str, Any]:
     from fieldrl.policies.search_spaces import describe
 
-    trials = _checked_trials(folder, study)  # read back as written, whatever was done to study.db
+    trials = study_store.checked_trials(folder, study)  # read back as written, whatever was done to study.db
     finished = _finished(study)
     try:
         best = study.best_trial
@@ -1039,13 +780,13 @@ def _write_tuned(
         f"#   tuned: {rel}\n"
     )
     text = header + yaml.safe_dump(tuned, sort_keys=False, allow_unicode=True)
-    atomic_write_bytes(folder / rel, text.encode(), _resume_advice(folder))
+    atomic_write_bytes(folder / rel, text.encode(), study_store.resume_advice(folder))
     return {**record, "file": rel}
 
 
 def _write_summary(folder: Path, result: TuningResult) -> None:
     data = json.dumps(result.studies, indent=1).encode()
-    atomic_write_bytes(folder / "results.json", data, _resume_advice(folder))
+    atomic_write_bytes(folder / "results.json", data, study_store.resume_advice(folder))
 
 
 def trials_frame(folder: str | Path) -> Any:
@@ -1055,11 +796,11 @@ def trials_frame(folder: str | Path) -> Any:
     optuna = _optuna()
     path = Path(folder)
     rows = []
-    with _storage_errors(path):
-        storage = _storage(path)
+    with study_store.storage_errors(path):
+        storage = study_store.storage(path)
         for name in optuna.get_all_study_names(storage):
             study = optuna.load_study(study_name=name, storage=storage)
-            for t in _checked_trials(path, study):
+            for t in study_store.checked_trials(path, study):
                 rows.append(
                     {
                         "study": name,
