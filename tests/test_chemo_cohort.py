@@ -19,7 +19,7 @@ from fieldrl.domains.chemo.cohort import MAX_COHORT_ROWS, load_cohort
 from fieldrl.domains.chemo.domain import ChemoDomain
 from fieldrl.domains.chemo.env import ChemoEvalEnvs
 from fieldrl.domains.chemo.params import ChemoParams
-from fieldrl.errors import ScenarioError
+from fieldrl.errors import FieldrlError, ScenarioError
 from fieldrl.scenario import load_scenario
 from fieldrl.simulators.chemo import NOMINAL_PARAMS, PRESETS
 
@@ -230,5 +230,5 @@ def test_a_run_evaluates_on_the_cohort_and_refuses_a_changed_file_later(scenario
     text = " ".join(" ".join((page.extract_text() or "").split()) for page in pdf.pages)
     assert "Held-out patients from your cohort file" in text and "patients.csv" in text
     cohort.write_text("r1,a2,N0\n1.0,0.3,0.9\n0.7,0.8,0.95\n1.2,0.1,0.9\n")
-    with pytest.raises(ScenarioError, match="has changed since this scenario was loaded"):
+    with pytest.raises(FieldrlError, match="patients.csv: this run's input file .cohort_file. changed after"):
         api.evaluate(result.run_dir, show_progress=False)

@@ -107,7 +107,7 @@ def test_a_plugin_with_a_syntax_error_is_one_line_in_list_and_refused_where_it_i
     on_path(
         _package(tmp_path, "broken-plugin", {"broken": "broken_plugin:DOMAIN"}, {"broken_plugin": broken})
     )
-    listed = cli.invoke(app, ["list"])
+    listed = cli.invoke(app, ["list"], env={"COLUMNS": "400"})
     assert listed.exit_code == 0, listed.output
     flat = _flat(listed.output)
     assert (
@@ -126,7 +126,7 @@ def test_a_plugin_with_a_syntax_error_is_one_line_in_list_and_refused_where_it_i
 
 def test_a_plugin_whose_module_is_missing_is_named_with_its_package(on_path, tmp_path):
     on_path(_package(tmp_path, "ghost-plugin", {"ghost": "ghost_module:DOMAIN"}, {}))
-    listed = cli.invoke(app, ["list"])
+    listed = cli.invoke(app, ["list"], env={"COLUMNS": "400"})
     assert listed.exit_code == 0, listed.output
     assert (
         "left out: domain 'ghost': registered by package ghost-plugin, but ghost_module:DOMAIN cannot be "
@@ -141,7 +141,7 @@ def test_a_plugin_whose_import_fails_is_refused_on_use_naming_where(on_path, tmp
     """It parses, so `fieldrl list` (which imports no domain) shows it; using it names the line."""
     source = '"""Needs a library that is not installed."""\nimport no_such_library_here\nDOMAIN = None\n'
     on_path(_package(tmp_path, "needy-plugin", {"needy": "needy_plugin:DOMAIN"}, {"needy_plugin": source}))
-    assert cli.invoke(app, ["list"]).exit_code == 0
+    assert cli.invoke(app, ["list"], env={"COLUMNS": "400"}).exit_code == 0
     file = tmp_path / "s.yaml"
     file.write_text(yaml.safe_dump(_scenario_naming("needy")))
     line = _validate_one_line(file)
@@ -174,7 +174,7 @@ def test_two_packages_registering_one_name_are_refused_naming_both(on_path, tmp_
         )
         on_path(folder)
     refusal = "domain 'toy': registered by 2 packages, toy-two and toy-one: uninstall one of them"
-    assert refusal in _flat(cli.invoke(app, ["list"]).output)
+    assert refusal in _flat(cli.invoke(app, ["list"], env={"COLUMNS": "400"}).output)
     with pytest.raises(registry.BrokenDomainError, match="toy-two and toy-one"):
         registry.get_domain("toy")
     file = tmp_path / "s.yaml"
@@ -192,7 +192,7 @@ def test_one_package_found_twice_on_the_path_is_not_a_clash(on_path, tmp_path):
             {"toy_twice": TOY_SOURCE.format(name="twice")},
         )
         on_path(folder)
-    assert "left out" not in cli.invoke(app, ["list"]).output
+    assert "left out" not in cli.invoke(app, ["list"], env={"COLUMNS": "400"}).output
     assert registry.get_domain("twice").name == "twice"
     scenario = parse_scenario(yaml.safe_dump(_scenario_naming("twice")), "s.yaml", build=False)
     assert scenario.domain == "twice"

@@ -61,7 +61,7 @@ def test_full_disk_while_writing_results_keeps_the_previous_results(scenario_dat
     before = (run_dir / "results.parquet").read_bytes()
     manifest = (run_dir / "manifest.json").read_bytes()
 
-    from fieldrl.evaluation import store
+    from fieldrl import files
 
     real_replace = os.replace
 
@@ -70,7 +70,7 @@ def test_full_disk_while_writing_results_keeps_the_previous_results(scenario_dat
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_replace(src, dst)
 
-    monkeypatch.setattr(store.os, "replace", full_disk)
+    monkeypatch.setattr(files.os, "replace", full_disk)
     result = cli.invoke(app, ["evaluate", str(run_dir), "--quiet"])
     assert result.exit_code == 2
     message = " ".join(result.output.split())

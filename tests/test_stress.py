@@ -20,7 +20,7 @@ from fieldrl.evaluation import runner
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.evaluation.stress import STRESS_RESULTS, StressSummary, read_stress_summary
 from fieldrl.reports.stress import axis_sentence, front_sentence, point_verdicts
-from fieldrl.scenario import parse_scenario
+from fieldrl.scenario import builtin_scenarios, parse_scenario
 
 ORDER = ["variant", "policy", "train_seed", "eval_seed", "episode", "metric"]
 
@@ -182,7 +182,7 @@ def test_where_the_verdict_flips_is_named_in_words():
         "0): the verdict flips between 0.1 and 0.2 and between 0.2 and 0.5."
     )
     front = front_sentence(stress, "default")
-    assert front is not None and "PPO against rule: observation noise: ahead at 0–0.1" in front
+    assert front is not None and "PPO against rule on return: observation noise: ahead at 0–0.1" in front
 
 
 def test_a_verdict_that_never_flips_says_so_over_the_whole_range():
@@ -190,3 +190,27 @@ def test_a_verdict_that_never_flips_says_so_over_the_whole_range():
     assert axis_sentence(stress, "obs_noise", "default") == (
         "PPO is level with rule at every tested observation noise (0–0.5; trained at 0)."
     )
+
+
+# ----------------------------------------------------------------------------- every domain's axes
+
+
+@pytest.mark.parametrize("ref", builtin_scenarios())
+def test_every_axis_at_the_trained_value_leaves_the_params_as_they_were(ref):
+    """The point a run trained at must be the plain evaluation again: the world there is the scenario's.
+    And every built-in scenario that some axis can move is stressed, so that its report has a map."""
+    from fieldrl.domains import get_domain
+    from fieldrl.scenario import load_scenario, stressed_params
+
+    scenario = load_scenario(ref, build=False)
+    domain = get_domain(scenario.domain)
+    raws = stressed_params(scenario)
+    movable = {name: axis for name, axis in domain.stress_axes.items() if not any(map(axis.problem, raws))}
+    assert (scenario.stress is not None) == bool(movable), (
+        f"{ref}: stress section {scenario.stress}, axes {movable}"
+    )
+    for raw in raws:
+        params = domain.params_model.model_validate(raw)
+        for name, axis in movable.items():
+            again = domain.params_model.model_validate(axis.apply(raw, axis.trained(params)))
+            assert again == params, (ref, name)

@@ -127,10 +127,12 @@ def _stress_episodes(scenario: Scenario) -> int:
     """Held-out episodes the scenario's stress test plays: every point, stressed setting and policy run."""
     if scenario.stress is None:
         return 0
-    from fieldrl.domains import get_domain
+    points = sum(len(a.points) for a in scenario.stress.axes if a.points is not None)
+    if any(a.points is None for a in scenario.stress.axes):  # the domain's default points: import it
+        from fieldrl.domains import get_domain
 
-    axes = get_domain(scenario.domain).stress_axes
-    points = sum(len(a.points if a.points is not None else axes[a.axis].points) for a in scenario.stress.axes)
+        axes = get_domain(scenario.domain).stress_axes
+        points += sum(len(axes[a.axis].points) for a in scenario.stress.axes if a.points is None)
     n_train = len(scenario.seeds.train)
     runs = sum(
         len(scenario.policies.heuristics) + n_train * sum(e.runs_in(v) for e in scenario.policies.learned)

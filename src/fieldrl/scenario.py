@@ -39,6 +39,7 @@ from fieldrl.limits import (
     load_yaml,
 )
 from fieldrl.names import check_name, slug_clash
+from fieldrl.reportkit.numbers import fmt
 
 BUDGET_NAMES = ("demo", "medium", "full")
 #: earlier names of budgets, still understood (on the command line and as a scenario's budgets key)
@@ -852,6 +853,15 @@ def _check_written(scenario: Scenario, domain: Any, entry: LearnedEntry, source:
                 ) from None
 
 
+def stressed_params(scenario: Scenario) -> list[dict[str, Any]]:
+    """The raw params a stress test moves: each stressed setting's, and each learned entry's own over them."""
+    return [
+        scenario.policy_params(variant, entry)
+        for variant in scenario.stressed_variants
+        for entry in [None, *(e.label for e in scenario.policies.learned if e.runs_in(variant))]
+    ]
+
+
 def stress_points(
     scenario: Scenario, domain: Any, name: str, points: list[float] | None
 ) -> tuple[list[float], tuple[str, Any, str] | None]:
@@ -865,16 +875,17 @@ def stress_points(
         return [], ("axis", name, f"unknown stress axis; allowed: {allowed}")
     axis = axes[name]
     chosen = list(axis.points if points is None else points)
+    every_params = stressed_params(scenario)
+    why = next((why for raw in every_params if (why := axis.problem(raw))), None)
+    if why:
+        return chosen, ("axis", name, f"does not apply here: {why}")
     for k, value in enumerate(chosen):
         if not axis.low <= value <= axis.high:
             unit = f" {axis.unit}" if axis.unit else ""
-            return chosen, (
-                f"points[{k}]",
-                value,
-                f"outside {axis.label.lower()}'s range; allowed: {axis.low:g} to {axis.high:g}{unit}",
-            )
-        for variant in scenario.stressed_variants:
-            world = axis.apply(scenario.variant_params(variant), value)
+            allowed = f"allowed: {fmt(axis.low)} to {fmt(axis.high)}{unit}"
+            return chosen, (f"points[{k}]", value, f"outside the range of {axis.label.lower()}; {allowed}")
+        for raw in every_params:
+            world = axis.apply(raw, value)
             try:
                 domain.params_model.model_validate(world)
             except ValidationError as exc:

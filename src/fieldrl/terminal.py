@@ -144,6 +144,8 @@ def stress_table(summary: Any) -> list[Table]:
     tables = []
     for name, axis in summary.axes.items():
         for variant, setting in axis.variants.items():
+            if not (setting.best_learned and setting.best_heuristic):
+                continue  # nothing to compare (a run without learned policies): the report says so
             where = "" if variant == "default" else f", setting {variant}"
             unit = f" ({axis.unit})" if axis.unit else ""
             table = Table(title=f"Stress: {axis.label.lower()}{unit}{where}; {summary.primary_label.lower()}")

@@ -126,6 +126,11 @@ class StressAxis:
     :param apply: ``(raw params, value) -> raw params`` of the world at ``value``: only the world
         changes, never a policy's own settings; the domain's params model validates the result.
     :param fmt: format spec of a value in tables and sentences.
+    :param log: values that grow by factors (an interval between breakdowns): the stress map's axis
+        is logarithmic.
+    :param problem: ``raw params -> why the axis cannot move this world, or None`` (a market drawn
+        anew every episode has no frontier to shift); such an axis is refused when named and left out
+        of a stress test that names none.
     """
 
     label: str
@@ -136,6 +141,8 @@ class StressAxis:
     trained: Callable[[Any], float]
     apply: Callable[[dict[str, Any], float], dict[str, Any]]
     fmt: str = ".3g"
+    log: bool = False
+    problem: Callable[[dict[str, Any]], str | None] = lambda raw: None
 
 
 def field_axis(

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from fieldrl.domains import get_domain
-from fieldrl.domains.base import Domain, EpisodeRecord, EvalEnvs
+from fieldrl.domains.base import SIMULATOR_CHECKS, Domain, EpisodeRecord, EvalEnvs
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.names import slug
@@ -63,8 +63,15 @@ def partial_results(job: EvalJob) -> tuple[str, str, str]:
     """Where a finished evaluation job's results, trace and failures wait until they are merged."""
     stem = f"partial/{slug(job.variant)}/{slug(job.policy)}/seed-{job.train_seed}"
     if job.axis is not None:
-        stem = f"stress/{slug(job.axis)}/{slug(format(job.point, '.6g'))}/{stem}"
+        stem = f"stress/{slug(job.axis)}/{point_folder(job.point)}/{stem}"
     return f"{stem}.results.parquet", f"{stem}.trace.parquet", f"{stem}.failures.json"
+
+
+def point_folder(point: float | None) -> str:
+    """A stress point as a folder name: ``0.5``, ``m1.5`` for -1.5 (a slug alone would drop the sign
+    and file -2 and +2 in one folder)."""
+    assert point is not None
+    return ("m" if point < 0 else "") + slug(format(abs(point), ".6g"))
 
 
 def partial_validation(job: EvalJob) -> str:
@@ -340,7 +347,11 @@ def stressed_params(scenario: Scenario, domain: Domain, job: EvalJob) -> Any:
     assert job.axis is not None and job.point is not None
     axis = domain.stress_axes[job.axis]
     raw = axis.apply(scenario.policy_params(job.variant, job.policy), job.point)
-    return domain.params_model.model_validate(raw)
+    token = SIMULATOR_CHECKS.set(False)  # the scenario's validation checked this world already
+    try:
+        return domain.params_model.model_validate(raw)
+    finally:
+        SIMULATOR_CHECKS.reset(token)
 
 
 def demonstration_seeds(scenario: Scenario, seed: int, episodes: int) -> list[int]:

@@ -23,7 +23,7 @@ from fieldrl.errors import FieldrlError, file_shape_error
 from fieldrl.evaluation import runner
 from fieldrl.evaluation.stats import Bootstrap, describe, paired_difference, value_matrix
 from fieldrl.evaluation.store import RunFolder
-from fieldrl.scenario import Scenario, stress_points
+from fieldrl.scenario import Scenario, stress_points, stressed_params
 
 STRESS_RESULTS = "stress/results.parquet"
 STRESS_SUMMARY = "stress/summary.json"
@@ -42,10 +42,14 @@ def stress_plan(
     points. Each is checked (:func:`~fieldrl.scenario.stress_points`); a problem is one line."""
     if wanted is None and scenario.stress is not None:
         wanted = [(a.axis, a.points) for a in scenario.stress.axes]
-    elif wanted is None:
-        wanted = [(name, None) for name in domain.stress_axes]
+    elif wanted is None:  # every axis that can move this world
+        raws = stressed_params(scenario)
+        axes = domain.stress_axes
+        wanted = [(name, None) for name, axis in axes.items() if not any(axis.problem(raw) for raw in raws)]
     if not wanted:
-        raise FieldrlError(f"domain {domain.name} has no stress axes: nothing to stress")
+        raise FieldrlError(
+            f"domain {domain.name} has no stress axis that applies to this run: nothing to stress"
+        )
     plan: dict[str, list[float]] = {}
     for name, points in wanted:
         plan[name], problem = stress_points(scenario, domain, name, points)
@@ -101,6 +105,7 @@ class StressAxisResult(_Strict):
     label: str
     unit: str
     fmt: str
+    log: bool = False
     variants: dict[str, StressSetting]
 
 
@@ -156,7 +161,9 @@ def summarize_stress(
             settings[variant] = StressSetting(
                 trained=float(axis.trained(params)), best_heuristic=best_h, best_learned=best_l, points=rows
             )
-        axes[name] = StressAxisResult(label=axis.label, unit=axis.unit, fmt=axis.fmt, variants=settings)
+        axes[name] = StressAxisResult(
+            label=axis.label, unit=axis.unit, fmt=axis.fmt, log=axis.log, variants=settings
+        )
     primary = runner.primary_kpi(scenario, domain)
     return StressSummary(
         primary_kpi=primary.name,

@@ -221,8 +221,8 @@ def best_by_setting(summary: dict[str, Any]) -> bytes:
     return png_bytes(fig)
 
 
-#: colour of a stress point by verdict: the learned policy ahead, level or behind
-VERDICT_COLORS = {"ahead": "#2ca02c", "level": "#8c8c8c", "behind": "#d62728"}
+#: colour of a stress point by verdict: the learned policy ahead, level or behind (or too few cases)
+VERDICT_COLORS = {"ahead": "#2ca02c", "level": "#8c8c8c", "behind": "#d62728", "too few cases": "#ffffff"}
 
 
 def stress_map(
@@ -232,6 +232,7 @@ def stress_map(
     trained: float,
     axis_label: str,
     difference_label: str,
+    log: bool = False,
 ) -> bytes:
     """Best learned minus best standard policy (``(value, low, high)`` per point) against one stress
     axis: a band for the confidence interval, points coloured by verdict, zero and the value the run
@@ -249,14 +250,20 @@ def stress_map(
     for verdict, color in VERDICT_COLORS.items():
         chosen = [i for i, said in enumerate(verdicts) if said == verdict]
         if chosen:
-            ax.scatter(x[chosen], mid[chosen], color=color, zorder=3, s=28, label=f"learned {verdict}")
+            label = verdict if verdict == "too few cases" else f"learned {verdict}"
+            ax.scatter(x[chosen], mid[chosen], color=color, edgecolors="#444444", zorder=3, s=28, label=label)
     ax.axvline(trained, color="#444444", linestyle="--", linewidth=1)
     ax.annotate("as trained", (trained, 1.0), xycoords=("data", "axes fraction"), fontsize=7,
                 ha="left", va="top", xytext=(3, -2), textcoords="offset points")  # fmt: skip
+    if log and (x > 0).all():
+        ax.set_xscale("log")
+        ax.set_xticks(x, [format(v, "g") for v in x])
+        ax.minorticks_off()
     ax.set_xlabel(axis_label, fontsize=8)
     ax.set_ylabel(textwrap.fill(difference_label, 40), fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return png_bytes(fig)

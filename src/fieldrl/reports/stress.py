@@ -11,15 +11,27 @@ from fieldrl.evaluation.stress import StressSummary, verdict_runs
 from fieldrl.reportkit import figures
 from fieldrl.reportkit.context import ReportContext
 from fieldrl.reportkit.layout import PAGE_WIDTH, text_table
-from fieldrl.reportkit.numbers import MIN_CASES, join_words, with_range
+from fieldrl.reportkit.numbers import MIN_CASES, fmt, join_words, with_range
 from fieldrl.reports.findings import _change, _scale
+from fieldrl.reports.findings import label as in_sentence
 
+#: the verdict of a point with fewer than MIN_CASES held-out cases (or no pair to compare)
+TOO_FEW = "too few cases"
 #: how a verdict reads between the learned and the standard policy's names
 _PHRASES = {"ahead": "ahead of", "level": "level with", "behind": "behind"}
 
 
 def _span(first: float, last: float, fmt: str) -> str:
-    return format(first, fmt) if first == last else f"{format(first, fmt)}–{format(last, fmt)}"
+    """``0.1–0.5``; ``−3 to −1.5`` where a dash would read as a minus."""
+    if first == last:
+        return format(first, fmt)
+    joint = " to " if min(first, last) < 0 else "–"
+    return f"{format(first, fmt)}{joint}{format(last, fmt)}"
+
+
+def _words(text: str) -> str:
+    """A label inside a sentence (lower case, acronyms kept)."""
+    return in_sentence({"label": text})
 
 
 #: a point's verdict, from the learned policy's side, by the plain report's word for the difference
@@ -41,7 +53,7 @@ def point_verdicts(stress: StressSummary, name: str, variant: str) -> list[str]:
     for point in setting.points:
         comparison = (point.comparison or {}).get(stress.primary_kpi)
         if comparison is None or point.cases(stress.primary_kpi) < MIN_CASES:
-            said.append("level")
+            said.append(TOO_FEW)
             continue
         means = {p: v[stress.primary_kpi]["mean"]["value"] for p, v in point.policies.items()}
         learned, base = means[str(setting.best_learned)], means[str(setting.best_heuristic)]
@@ -69,20 +81,23 @@ def axis_sentence(stress: StressSummary, name: str, variant: str) -> str | None:
     if not (learned and standard):
         return None
     runs = _runs(stress, name, variant)
+    label = _words(axis.label)
+    unit = f", {axis.unit}" if axis.unit else ""
     trained = f"trained at {format(setting.trained, axis.fmt)}"
-    label = axis.label.lower()
     if len(runs) == 1:
         tested = _span(setting.points[0].value, setting.points[-1].value, axis.fmt)
-        return (
-            f"{learned} is {_PHRASES[runs[0][0]]} {standard} at every tested {label} ({tested}; {trained})."
-        )
+        if runs[0][0] == TOO_FEW:
+            compared = f"{learned} with {standard}"
+            return f"Too few held-out cases to compare {compared} at any tested {label} ({tested})."
+        where = f"at every tested {label} ({tested}{unit}; {trained})"
+        return f"{learned} is {_PHRASES[runs[0][0]]} {standard} {where}."
     flips = [
         f"between {format(a[2], axis.fmt)} and {format(b[1], axis.fmt)}"
         for a, b in zip(runs, runs[1:], strict=False)
     ]
     return (
-        f"Against {standard}, {learned} is {_steps(runs, axis.fmt)} ({label}; {trained}): the verdict flips "
-        f"{join_words(flips)}."
+        f"Against {standard}, {learned} is {_steps(runs, axis.fmt)} ({label}{unit}; {trained}): the verdict "
+        f"flips {join_words(flips)}."
     )
 
 
@@ -97,16 +112,18 @@ def front_sentence(stress: StressSummary | None, variant: str) -> str | None:
             continue
         pair = (setting.best_learned, setting.best_heuristic)
         runs = _runs(stress, name, variant)
-        if len(runs) == 1:
+        if len(runs) == 1 and runs[0][0] == TOO_FEW:
+            said.append(f"{_words(axis.label)}: too few held-out cases to compare")
+        elif len(runs) == 1:
             tested = _span(setting.points[0].value, setting.points[-1].value, axis.fmt)
-            said.append(f"{axis.label.lower()}: {runs[0][0]} across {tested}")
+            said.append(f"{_words(axis.label)}: {runs[0][0]} across {tested}")
         else:
-            said.append(f"{axis.label.lower()}: {_steps(runs, axis.fmt)}")
+            said.append(f"{_words(axis.label)}: {_steps(runs, axis.fmt)}")
     if pair is None:
         return None
     return (
         f"Stress test (the same held-out cases in other conditions, nothing retrained), {pair[0]} against "
-        f"{pair[1]}: {'; '.join(said)} (see 'Stress map')."
+        f"{pair[1]} on {_words(stress.primary_label)}: {'; '.join(said)} (see 'Stress map')."
     )
 
 
@@ -121,7 +138,7 @@ def stress_pages(ctx: ReportContext, stress: StressSummary | None) -> list[Any]:
         ctx.para(
             "The trained policies were played again on the same held-out cases while one condition of the "
             "world moved away from what training saw; nothing was retrained. Each point is the best "
-            f"learned policy minus the best standard policy on {stress.primary_label.lower()}, paired on the "
+            f"learned policy minus the best standard policy on {_words(stress.primary_label)}, paired on the "
             f"same cases, with its {stress.confidence:.0%} confidence interval; the dashed line marks the "
             "value the run trained (and was evaluated) at.",
             "Small",
@@ -152,6 +169,7 @@ def stress_pages(ctx: ReportContext, stress: StressSummary | None) -> list[Any]:
                 setting.trained,
                 f"{axis.label}{unit}",
                 f"{setting.best_learned} − {setting.best_heuristic} ({better} is better)",
+                log=axis.log,
             )
             block = [
                 Paragraph(f"{axis.label}{where}", styles["Heading3"]),
@@ -169,11 +187,14 @@ def _table(ctx: ReportContext, stress: StressSummary, name: str, variant: str) -
     rows = [[axis.label, str(setting.best_learned), str(setting.best_heuristic), "difference", "learned is"]]
     for point, said in zip(setting.points, point_verdicts(stress, name, variant), strict=True):
         cells = [format(point.value, axis.fmt) + (" (trained)" if point.value == setting.trained else "")]
+        ranged = (
+            with_range if point.cases(stress.primary_kpi) >= MIN_CASES else (lambda stat: fmt(stat["value"]))
+        )
         for policy in (setting.best_learned, setting.best_heuristic):
             stats = point.policies.get(str(policy), {}).get(stress.primary_kpi)
-            cells.append(with_range(stats["mean"]) if stats else "-")
+            cells.append(ranged(stats["mean"]) if stats else "-")
         diff = (point.comparison or {}).get(stress.primary_kpi)
-        cells.append(with_range(diff["difference"]) if diff else "-")
+        cells.append(ranged(diff["difference"]) if diff else "-")
         cells.append(said + (f" ({point.failed_episodes} failed)" if point.failed_episodes else ""))
         rows.append(cells)
     return text_table(rows, ctx.styles, [f * PAGE_WIDTH for f in (0.16, 0.2, 0.2, 0.26, 0.18)])

@@ -9,17 +9,33 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fieldrl.domains.base import Domain, EpisodeRecord, field_axis
+from fieldrl.domains.base import Domain, EpisodeRecord, StressAxis
 from fieldrl.domains.chemo import metrics
 from fieldrl.domains.chemo.cohort import load_cohort
 from fieldrl.domains.chemo.heuristics import HEURISTICS
 from fieldrl.domains.chemo.params import ChemoParams
+from fieldrl.simulators.chemo import PRESETS
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd
 
     from fieldrl.domains.chemo.env import ChemoEnv, ChemoEvalEnvs, ChemoVecEnv
     from fieldrl.reportkit.context import ReportContext
+
+
+def noise_axis(field: str, label: str, unit: str, points: Sequence[float], high: float = 1.0) -> StressAxis:
+    """A stress axis on one of the preset's noise levels: the run's own level is the preset's unless the
+    scenario set it, and the world at that level is the scenario's params unchanged."""
+
+    def level(params: ChemoParams) -> float:
+        return float(getattr(params.noise(), field))
+
+    def apply(raw: dict[str, Any], value: float) -> dict[str, Any]:
+        if raw.get(field) is None and value == getattr(PRESETS[raw.get("preset", "s1")], field):
+            return raw  # the preset's own level: nothing to set
+        return {**raw, field: value}
+
+    return StressAxis(label, unit, tuple(points), 0.0, high, level, apply)
 
 
 class ChemoDomain(Domain[ChemoParams]):
@@ -39,32 +55,17 @@ class ChemoDomain(Domain[ChemoParams]):
     info_keys = ("state", "dose")
     file_params = ("cohort_file",)
     stress_axes = {
-        "obs_noise": field_axis(
-            "obs_noise",
-            "Observation noise",
-            "s.d., fraction of each measurement",
-            (0.0, 0.1, 0.2, 0.5, 0.8),
-            0.0,
-            1.0,
-            lambda p: p.noise().obs_noise,
+        "obs_noise": noise_axis(
+            "obs_noise", "Observation noise", "s.d., fraction of each measurement", (0.0, 0.1, 0.2, 0.5, 0.8)
         ),
-        "pkpd_noise": field_axis(
+        "pkpd_noise": noise_axis(
             "pkpd_noise",
             "Patient-to-patient variability",
             "spread of each model parameter, fraction of nominal",
             (0.0, 0.1, 0.2, 0.4, 0.6),
-            0.0,
-            1.0,
-            lambda p: p.noise().pkpd_noise,
         ),
-        "missing_rate": field_axis(
-            "missing_rate",
-            "Missing measurements",
-            "share of steps",
-            (0.0, 0.25, 0.5, 0.75),
-            0.0,
-            0.95,
-            lambda p: p.noise().missing_rate,
+        "missing_rate": noise_axis(
+            "missing_rate", "Missing measurements", "share of steps", (0.0, 0.25, 0.5, 0.75), high=0.95
         ),
     }
 

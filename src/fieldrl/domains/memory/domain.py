@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from fieldrl.domains.base import KPI, Domain, EpisodeRecord
+from fieldrl.domains.base import KPI, Domain, EpisodeRecord, StressAxis, field_axis
 from fieldrl.domains.memory.env import MemoryEnv
 from fieldrl.domains.memory.heuristics import HEURISTICS
 
@@ -35,6 +35,22 @@ class MemoryDomain(Domain[MemoryParams]):
     headline_kpis = ("success",)
     heuristics = HEURISTICS
     info_keys = ("success",)
+    stress_axes = {
+        "noise": field_axis(
+            "noise", "Observation noise", "s.d. on the signal", (0.0, 0.25, 0.5, 1.0), 0.0, 1.0
+        ),
+        # a longer wait than trained: a history of five steps no longer reaches back to the cue
+        "delay": StressAxis(
+            "Steps between cue and decision",
+            "steps",
+            (2.0, 5.0, 8.0, 12.0),
+            1.0,
+            100.0,
+            lambda p: float(p.delay),
+            lambda raw, value: {**raw, "delay": round(value)},
+            fmt="g",
+        ),
+    }
 
     def make_env(self, params: MemoryParams, seed: int | None = None) -> MemoryEnv:
         p = self.checked_params(params)

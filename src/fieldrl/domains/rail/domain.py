@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fieldrl.domains.base import EpisodeRecord
+from fieldrl.domains.base import EpisodeRecord, StressAxis
 from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
-from fieldrl.domains.rail import metrics
+from fieldrl.domains.rail import metrics, stress
 from fieldrl.domains.rail.heuristics import HEURISTICS
 from fieldrl.domains.rail.params import RailParams
 
@@ -98,6 +98,28 @@ class RailDomain(ParallelDomain[RailParams]):
     info_keys = metrics.INFO_KEYS
     eval_batch_size = 50
     eval_envs_class = RailEvalEnvs
+    # values in steps and trains; default points and ranges: why, in fieldrl.domains.rail.stress
+    stress_axes = {
+        "malfunction_interval": StressAxis(
+            "Breakdown interval",
+            "mean steps between a train's breakdowns",
+            stress.MALFUNCTION_POINTS,
+            *stress.MALFUNCTION_RANGE,
+            stress.trained_malfunction_interval,
+            stress.apply_malfunction_interval,
+            "g",
+            log=True,
+        ),
+        "trains": StressAxis(
+            "Number of trains",
+            "on the setting's network",
+            stress.TRAIN_POINTS,
+            *stress.TRAIN_RANGE,
+            stress.trained_trains,
+            stress.apply_trains,
+            "g",
+        ),
+    }
 
     def make_parallel_env(self, params: RailParams, training: bool = False) -> RailParallelEnv:
         return make_env(params, training)

@@ -14,6 +14,7 @@ from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
 from fieldrl.domains.taxiway import metrics
 from fieldrl.domains.taxiway.heuristics import HEURISTICS
 from fieldrl.domains.taxiway.params import TaxiwayParams
+from fieldrl.domains.taxiway.stress import stress_axes
 from fieldrl.policies.base import Policy
 from fieldrl.simulators.airport.engine import CONFLICT_KINDS
 
@@ -107,6 +108,9 @@ class TaxiwayDomain(ParallelDomain[TaxiwayParams]):
     eval_batch_size = 64
     eval_envs_class = TaxiwayLockstepEnvs
     shield_heuristics = ("prioritized",)
+    #: traffic (x the trained rate), share of departures, separation minimum; points and ranges, and
+    #: why, in :mod:`fieldrl.domains.taxiway.stress`
+    stress_axes = stress_axes()
 
     def shielded_policy(self, label: str, learned: Policy, shield: Policy, patience: int) -> Policy:
         from fieldrl.domains.taxiway.heuristics import Prioritized

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fieldrl.domains.base import EpisodeRecord
+from fieldrl.domains.base import EpisodeRecord, StressAxis
 from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
 from fieldrl.domains.traffic import metrics, sumo
 from fieldrl.domains.traffic.heuristics import HEURISTICS
 from fieldrl.domains.traffic.networks import read_sumocfg
 from fieldrl.domains.traffic.params import TrafficParams, resolve_file
+from fieldrl.domains.traffic.stress import own_routes, scale_pedestrians, scale_vehicles, trained_factor
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd
@@ -57,6 +58,38 @@ class TrafficDomain(ParallelDomain[TrafficParams]):
             },
             "queue": {"queue": 1.0},  # sumo-rl's queue reward, pedestrians counted too
         },
+    }
+    #: Generated demand only (a network with its own routes refuses both), as factors on the
+    #: scenario's hourly rates. Vehicle demand: half to twice, the swing between a quiet day and the
+    #: peak a growing town or an event brings. At twice, SUMO's actuated program and max-pressure
+    #: already lose 70-105 s per vehicle on traffic/quick (15-17 s at its own demand) and 160-240 s
+    #: on the grid, with queues of 30-150 vehicles (2 held-out days, 2026-12-06): beyond it a stress
+    #: test measures jams, not control. Pedestrians vary more than vehicles (a school day, rain, an
+    #: event letting out): a quarter to four times, and not zero, which would leave the pedestrian
+    #: KPIs with no one to measure.
+    stress_axes = {
+        "demand": StressAxis(
+            "Vehicle demand factor",
+            "× the scenario's vehicle rates",
+            (0.5, 0.75, 1.0, 1.5, 2.0),
+            0.5,
+            2.0,
+            trained_factor,
+            scale_vehicles,
+            log=True,
+            problem=own_routes,
+        ),
+        "pedestrians": StressAxis(
+            "Pedestrian demand factor",
+            "× the scenario's pedestrian rates",
+            (0.5, 1.0, 1.5, 2.0, 3.0),
+            0.25,
+            4.0,
+            trained_factor,
+            scale_pedestrians,
+            log=True,
+            problem=own_routes,
+        ),
     }
     info_keys = metrics.info_keys(3)
     #: libsumo runs one simulation per process: the runner evaluates one episode at a time

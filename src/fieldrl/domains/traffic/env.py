@@ -173,7 +173,7 @@ class TrafficEnv(ParallelEnv):
 
     def _webster_file(self) -> Path:
         p = self.params
-        periods = [m.period() for m in p.periods]
+        periods = [m.period() for m in p.timing_periods or p.periods]  # timed for the run's own demand
         return programs.webster_file(
             self.net_file, periods, p.yellow_s, p.all_red_s, p.min_green_s, p.ped_clearance_s
         )

@@ -128,6 +128,14 @@ class TrafficParams(_Strict):
     periods: list[PeriodModel] = Field(
         default_factory=lambda: list(DEFAULT_PERIODS), min_length=1, max_length=24
     )
+    timing_periods: list[PeriodModel] | None = Field(
+        None,
+        min_length=1,
+        max_length=24,
+        description="The demand the standard timings (Webster's program and the advice it gives) are "
+        "computed for, where it differs from the demand played (periods): a stress test (`fieldrl stress`, "
+        "axes demand and pedestrians) sets it to the run's own periods. None: periods.",
+    )
     demand_jitter: float = Field(
         0.2, ge=0.0, le=0.9, description="Each seed scales each entry's rates by U(1-j, 1+j)."
     )
@@ -296,6 +304,11 @@ class TrafficParams(_Strict):
             raise ValueError(
                 f"begin_s ({self.begin_s}) needs your own routes (route_file, or a sumocfg or RESCO network "
                 "naming route files); generated demand starts at 0"
+            )
+        if self.timing_periods is not None and self.own_demand:
+            raise ValueError(
+                "the demand and pedestrians stress axes move the generated demand (periods); this network "
+                "brings its own routes (route_file, or a sumocfg or RESCO network naming route files)"
             )
         if self.advice and self.own_demand:
             raise ValueError(

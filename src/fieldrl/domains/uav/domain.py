@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fieldrl.domains.base import EpisodeRecord
+from fieldrl.domains.base import EpisodeRecord, StressAxis, field_axis
 from fieldrl.domains.multiagent import ParallelDomain
 from fieldrl.domains.uav import metrics
 from fieldrl.domains.uav.heuristics import HEURISTICS
 from fieldrl.domains.uav.keys import KPI_KEYS, info_keys
+from fieldrl.domains.uav.stress import trained_vehicles, with_vehicles
 from fieldrl.simulators.uav.params import UavParams
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
@@ -38,6 +39,30 @@ class UavDomain(ParallelDomain[UavParams]):
     heuristics = HEURISTICS
     info_keys = KPI_KEYS
     eval_batch_size = 64
+    #: the world moved away from training (``fieldrl stress``; why these keep the spaces: uav/stress.py)
+    stress_axes = {
+        # the task-size multiplier: the built-in scenarios train at x2 (0.4-2 Mbit tasks) and
+        # dense-city also trains separate policies at x1.5 and x3; the defaults span half to twice the
+        # trained load. Allowed from x0.1, where the largest default task (0.1 Mbit x 1,000 cycles/bit)
+        # fits the vehicle's own 1 GHz CPU within the shortest 0.2 s deadline, to x10, where it needs
+        # half a second of the whole 20 GHz base-station CPU: "offloading optional" to "little can finish"
+        "load": field_axis(
+            "load", "Computing load", "x the base task sizes", (1.0, 1.5, 2.0, 3.0, 4.0), 0.1, 10.0
+        ),
+        # traffic: vehicles driving (and sending up to one task a slot each) in the area. quick trains
+        # with 10 (2 UAVs), dense-city with 40 (4 UAVs); the defaults hold both, from half the smaller
+        # fleet to twice the larger. Allowed from 1 to the params model's 200.
+        "vehicles": StressAxis(
+            "Number of vehicles",
+            "vehicles in the area",
+            (5.0, 10.0, 20.0, 40.0, 80.0),
+            1.0,
+            200.0,
+            trained_vehicles,
+            with_vehicles,
+            ".0f",
+        ),
+    }
 
     def make_parallel_env(self, params: UavParams, training: bool = False) -> UavParallelEnv:
         from fieldrl.domains.uav.env import UavParallelEnv

@@ -11,6 +11,7 @@ import numpy as np
 from fieldrl.domains.base import KPI, Domain, EpisodeRecord
 from fieldrl.domains.wealth.heuristics import HEURISTICS, heuristic_problem
 from fieldrl.domains.wealth.params import WealthParams
+from fieldrl.domains.wealth.stress import stress_axes
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd
@@ -118,6 +119,9 @@ class WealthDomain(Domain[WealthParams]):
         "W0 units": "multiples of the investor's starting wealth.",
     }
     heuristics = HEURISTICS
+    # the capital market regime (mean returns, volatilities, inflation of goal costs); default points
+    # and ranges in the domain's units, and why: fieldrl.domains.wealth.stress
+    stress_axes = stress_axes()
 
     def heuristic_problem(self, use: str, params: WealthParams) -> str | None:
         return heuristic_problem(use, self.checked_params(params))

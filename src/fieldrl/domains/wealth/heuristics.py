@@ -308,15 +308,16 @@ def heuristic_problem(use: str, p: WealthParams) -> str | None:
 
 
 def _dp(s: DPSettings, p: WealthParams, name: str) -> DynamicProgramming:
-    problem = heuristic_problem("dp", p)
-    if problem is not None:  # scenario validation refuses this first; a direct build still must not run
-        raise FieldrlError(f"heuristic {name!r} (use: dp) {problem}; remove it or params.inflation")
-    if s.grid_density is not None:  # the converged DP's memory is judged with the params already
-        memory = dp_memory_problem(p.problem(), grid_density=s.grid_density)
+    refused = heuristic_problem("dp", p)
+    if refused is not None:  # scenario validation refuses this first; a direct build still must not run
+        raise FieldrlError(f"heuristic {name!r} (use: dp) {refused}; remove it or params.inflation")
+    problem = p.problem()  # None: a new random problem every episode, each solved as it comes
+    if s.grid_density is not None and problem is not None:  # the converged DP's: judged with the params
+        memory = dp_memory_problem(problem, grid_density=s.grid_density)
         if memory is not None:  # a ValueError: scenario validation names the heuristic's settings
             raise ValueError(f"grid_density {s.grid_density}: {memory}")
     n_options, k = action_sizes(p)
-    return DynamicProgramming(name, n_options, k, p.problem(), s.grid_density)
+    return DynamicProgramming(name, n_options, k, problem, s.grid_density)
 
 
 HEURISTICS: dict[str, HeuristicSpec] = {
