@@ -214,3 +214,35 @@ def test_every_axis_at_the_trained_value_leaves_the_params_as_they_were(ref):
         for name, axis in movable.items():
             again = domain.params_model.model_validate(axis.apply(raw, axis.trained(params)))
             assert again == params, (ref, name)
+
+
+# ----------------------------------------------------------------------------- the run folder's promises
+
+
+def test_a_stress_folder_that_links_outside_the_run_is_refused_and_left_alone(run_copy, tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine\n")
+    shutil.rmtree(run_copy / "stress")
+    (run_copy / "stress").symlink_to(outside)
+    one_line_exit_2(
+        ["stress", str(run_copy), "--axis", "obs_noise=0,0.5", "--quiet"], "outside the run folder"
+    )
+    assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
+
+
+def test_a_stress_summary_replaced_by_a_fifo_is_refused_at_once(run_copy):
+    import os
+    import subprocess
+    import sys
+
+    summary = run_copy / "stress" / "summary.json"
+    summary.unlink()
+    os.mkfifo(summary)
+    done = subprocess.run(
+        [sys.executable, "-m", "fieldrl.cli", "report", str(run_copy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "summary.json" in done.stderr and "named pipe" in done.stderr, done.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import platform
 from contextlib import AbstractContextManager
 from importlib import metadata
@@ -22,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from fieldrl.errors import FieldrlError
-from fieldrl.files import atomic_write_bytes, folder_lock, read_regular, sha256_of
+from fieldrl.files import atomic_write_bytes, folder_lock, open_regular, read_regular, sha256_of
 
 MANIFEST = "manifest.json"
 #: held (``flock``) by the one process writing a run folder; not part of the manifest
@@ -181,6 +182,8 @@ class RunFolder:
     def require(self, rel: str, what: str) -> Path:
         target = self.inside(rel)
         if not target.is_file():
+            if target.exists():  # a FIFO, device or folder (or a link to one): say which
+                os.close(open_regular(target))
             raise FieldrlError(f"{self.path}: no {rel} here; {what}")
         return target
 

@@ -133,7 +133,7 @@ def stress_pages(ctx: ReportContext, stress: StressSummary | None) -> list[Any]:
     if stress is None:
         return []
     styles = ctx.styles
-    story: list[Any] = [
+    head: list[Any] = [
         Paragraph("Stress map: where the learned policy's advantage holds", styles["Heading2"]),
         ctx.para(
             "The trained policies were played again on the same held-out cases while one condition of the "
@@ -144,6 +144,7 @@ def stress_pages(ctx: ReportContext, stress: StressSummary | None) -> list[Any]:
             "Small",
         ),
     ]
+    story: list[Any] = []
     better = "higher" if stress.higher_is_better else "lower"
     for name, axis in stress.axes.items():
         for variant, setting in axis.variants.items():
@@ -172,6 +173,7 @@ def stress_pages(ctx: ReportContext, stress: StressSummary | None) -> list[Any]:
                 log=axis.log,
             )
             block = [
+                *(head if not story else []),  # the section's heading stays with its first map
                 Paragraph(f"{axis.label}{where}", styles["Heading3"]),
                 ctx.para(axis_sentence(stress, name, variant) or "", "Finding"),
                 ctx.figure(f"stress-{name}-{variant}", png),
