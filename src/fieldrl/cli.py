@@ -9,13 +9,16 @@ SB3, the simulators, :mod:`fieldrl.api`) are imported inside the commands that n
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
 
 def _interrupted_while_starting(signum: int, frame: object) -> None:
     sys.stderr.write("interrupted (nothing was written)\n")
-    raise SystemExit(130)  # no traceback from half-done imports
+    sys.stderr.flush()
+    # out at once: an exception raised here would unwind through half-done (native) imports
+    os._exit(130)
 
 
 # A Ctrl-C while Python is still importing should not print an import traceback.
@@ -601,8 +604,24 @@ def main() -> None:
     except Terminated:  # pragma: no cover - user_errors normally handles this
         sys.exit(143)
     except KeyboardInterrupt:  # pragma: no cover - typer normally handles this
-        sys.exit(130)
+        _interrupted_exit(130)
+    if code in (130, 143):
+        _interrupted_exit(code)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _interrupted_exit(code: int) -> None:
+    """Leave at once with ``code`` after an interruption that was reported and cleaned up.
+
+    An interrupt that landed inside a native import (torch's) can leave CPython's "unhandled
+    KeyboardInterrupt" flag set although fieldrl handled it: the interpreter then ends by killing
+    itself with SIGINT (status -2) after the one line was printed. Nothing is left to finalise here
+    (files are complete, workers gone, the folder lock is released with the process), so the exit
+    status the line promised is given directly.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _usage_line(exc: UsageError) -> str:
