@@ -326,35 +326,7 @@ def evaluate(
         _forget_stress(folder)
         recorded = folder.hashes()
     todo = [job for job in every if runner.partial_results(job)[0] not in recorded]
-    data = scenario.model_dump(mode="json")
-
-    def finished(index: int, output: tuple[pd.DataFrame, pd.DataFrame | None, list[Any], Any]) -> None:
-        results_rel, trace_rel, failures_rel = runner.partial_results(todo[index])
-        frame, trace, failures, validation = output
-        written = [results_rel]
-        if validation is not None:
-            validation_rel = runner.partial_validation(todo[index])
-            folder.write_json(validation_rel, {"value": validation}, record=False)
-            written.append(validation_rel)
-        folder.write_parquet(results_rel, frame, record=False)
-        if trace is not None:
-            folder.write_parquet(trace_rel, trace, record=False)
-            written.append(trace_rel)
-        if failures:
-            folder.write_json(failures_rel, failures, record=False)
-            written.append(failures_rel)
-        folder.record(*written)
-
-    if todo:
-        hashes = folder.hashes()
-        runner.check_learned_models(data, str(folder.path), todo, hashes, trust)
-        with JobProgress("evaluation", len(todo), enabled=show_progress) as progress:
-            _backend(jobs).execute(
-                runner.run_eval_job,
-                [(data, str(folder.path), job, hashes, trust) for job in todo],
-                progress,
-                finished,
-            )
+    _play(folder, scenario, todo, jobs, show_progress, trust, "evaluation")
     hashes = folder.hashes()
     frames, traces, failures = [], [], []
     validation: dict[str, dict[str, float]] = {}
@@ -385,6 +357,51 @@ def evaluate(
     folder.record(*written)
     _forget_partials(folder)
     return results
+
+
+def _play(
+    folder: RunFolder,
+    scenario: Scenario,
+    todo: list[runner.EvalJob],
+    jobs: int | Backend,
+    show_progress: bool,
+    trust: bool,
+    label: str,
+) -> None:
+    """Play the evaluation (or stress) jobs ``todo``, each finished one's results, failures, heuristic
+    validation score and trace (not a stress job's: the report draws plain episodes) written and
+    recorded at once, so that an interruption loses only the jobs still running."""
+    if not todo:
+        return
+    data = scenario.model_dump(mode="json")
+
+    def finished(index: int, output: tuple[pd.DataFrame, pd.DataFrame | None, list[Any], Any]) -> None:
+        job = todo[index]
+        results_rel, trace_rel, failures_rel = runner.partial_results(job)
+        frame, trace, failures, validation = output
+        written = [results_rel]
+        if validation is not None:
+            validation_rel = runner.partial_validation(job)
+            folder.write_json(validation_rel, {"value": validation}, record=False)
+            written.append(validation_rel)
+        folder.write_parquet(results_rel, frame, record=False)
+        if trace is not None and job.axis is None:
+            folder.write_parquet(trace_rel, trace, record=False)
+            written.append(trace_rel)
+        if failures:
+            folder.write_json(failures_rel, failures, record=False)
+            written.append(failures_rel)
+        folder.record(*written)
+
+    hashes = folder.hashes()
+    runner.check_learned_models(data, str(folder.path), todo, hashes, trust)
+    with JobProgress(label, len(todo), enabled=show_progress) as progress:
+        _backend(jobs).execute(
+            runner.run_eval_job,
+            [(data, str(folder.path), job, hashes, trust) for job in todo],
+            progress,
+            finished,
+        )
 
 
 def _training_records(folder: RunFolder, scenario: Scenario, trust: bool = False) -> dict[str, Any]:
@@ -455,28 +472,7 @@ def stress(
     every = stress_jobs(scenario, plan)
     recorded = folder.hashes()
     todo = [job for job in every if runner.partial_results(job)[0] not in recorded]
-    data = scenario.model_dump(mode="json")
-
-    def finished(index: int, output: tuple[pd.DataFrame, pd.DataFrame | None, list[Any], Any]) -> None:
-        results_rel, _, failures_rel = runner.partial_results(todo[index])
-        frame, _, failures, _ = output
-        folder.write_parquet(results_rel, frame, record=False)
-        written = [results_rel]
-        if failures:
-            folder.write_json(failures_rel, failures, record=False)
-            written.append(failures_rel)
-        folder.record(*written)
-
-    if todo:
-        hashes = folder.hashes()
-        runner.check_learned_models(data, str(folder.path), todo, hashes, False)
-        with JobProgress("stress", len(todo), enabled=show_progress) as progress:
-            _backend(jobs).execute(
-                runner.run_eval_job,
-                [(data, str(folder.path), job, hashes, False) for job in todo],
-                progress,
-                finished,
-            )
+    _play(folder, scenario, todo, jobs, show_progress, False, "stress")
     hashes = folder.hashes()
     frames, failures = [], []
     for job in every:
