@@ -32,7 +32,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from fieldrl.domains.base import Domain, EvalEnvs, Settings
 from fieldrl.policies.base import Policy
@@ -181,6 +181,28 @@ def _check_declared(domain: Domain[Any], scenario: Scenario) -> None:
         policy = spec.build(settings, params, use)
         if not isinstance(policy, Policy):
             _fail(f"heuristic {use!r} builds {type(policy).__name__}, which is not a fieldrl Policy")
+    _check_stress_axes(domain, scenario, params)
+
+
+def _check_stress_axes(domain: Domain[Any], scenario: Scenario, params: BaseModel) -> None:
+    """Each stress axis that applies to the scenario leaves its params as they were at the value they
+    trained at (that point must replay the plain evaluation), and its default points lie in its range
+    and give valid params."""
+    raw = scenario.variant_params(scenario.variant_names[0])
+    for name, axis in domain.stress_axes.items():
+        if not (axis.points and all(axis.low <= v <= axis.high for v in axis.points)):
+            _fail(
+                f"stress axis {name!r}: its points {list(axis.points)} must lie in [{axis.low}, {axis.high}]"
+            )
+        if axis.problem(raw) is not None:
+            continue  # it says it cannot move this world
+        if domain.params_model.model_validate(axis.apply(raw, axis.trained(params))) != params:
+            _fail(f"stress axis {name!r}: apply(params, trained value) changes the params")
+        for value in axis.points:
+            try:
+                domain.params_model.model_validate(axis.apply(raw, value))
+            except ValidationError as exc:
+                _fail(f"stress axis {name!r} at {value:g}: not valid params ({exc.errors()[0]['msg']})")
 
 
 # ----------------------------------------------------------------------------- 2. env checkers
