@@ -19,7 +19,7 @@ from fieldrl.domains.wealth.heuristics import dp_solution
 from fieldrl.domains.wealth.stress import frontier_portfolios
 from fieldrl.evaluation import runner
 from fieldrl.evaluation.stress import STRESS_RESULTS
-from fieldrl.scenario import load_scenario, stress_points
+from fieldrl.scenario import load_scenario
 
 DOMAIN = get_domain("wealth")
 SCENARIOS = ["single-goal", "multi-goal", "meta", "inflation"]
@@ -45,8 +45,8 @@ def _worlds(name: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _applies(raw: dict[str, Any], axis: str) -> bool:
-    """Whether ``axis`` can move this world: the market axes need a fixed problem, inflation needs it on."""
-    applies = not raw.get("random") if axis != "inflation" else raw.get("inflation") is not None
+    """Whether ``axis`` can move this world: the market axes always can, inflation needs it on."""
+    applies = True if axis != "inflation" else raw.get("inflation") is not None
     assert applies == (DOMAIN.stress_axes[axis].problem(raw) is None), (axis, raw)  # the axis says so too
     return applies
 
@@ -110,23 +110,37 @@ def test_opposite_points_keep_separate_results() -> None:
     assert len(paths) == 2
 
 
-def test_random_problems_refuse_the_market_axes_in_one_line(tmp_path: Path) -> None:
+def test_random_problems_market_axes_move_every_drawn_frontier_and_nothing_else() -> None:
+    """Meta-RL (``random: true``): every problem drawn has its frontier moved; the draws are the same."""
+    raw = {"random": True, "max_levels": 2}
+    shifted = DOMAIN.params_model.model_validate(DOMAIN.stress_axes["mean_shift"].apply(raw, -1.5))
+    scaled = DOMAIN.params_model.model_validate(DOMAIN.stress_axes["vol_scale"].apply(raw, 2.0))
+    plain = DOMAIN.params_model.model_validate(raw)
+    base = DOMAIN.make_eval_envs(plain, [7, 8], [7, 8])
+    for world, check in ((shifted, "mean"), (scaled, "vol")):
+        envs = DOMAIN.make_eval_envs(world, [7, 8], [7, 8])
+        for moved, own in zip(envs.problems, base.problems, strict=True):
+            assert (moved.T, moved.W0, moved.goals) == (own.T, own.W0, own.goals)
+            if check == "mean":
+                assert np.allclose(moved.frontier.mu, own.frontier.mu - 0.015)
+                assert np.array_equal(moved.frontier.sigma, own.frontier.sigma)
+            else:
+                assert np.array_equal(moved.frontier.mu, own.frontier.mu)
+                assert np.allclose(moved.frontier.sigma, 2.0 * own.frontier.sigma)
+    assert DOMAIN.stress_axes["mean_shift"].trained(plain) == 0.0
+
+
+def test_a_fixed_problem_refuses_the_random_problems_market_fields_in_one_line(tmp_path: Path) -> None:
     data = {
-        "name": "random-stressed",
+        "name": "fixed-market",
         "domain": "wealth",
-        "params": {"random": True},
+        "params": {"benchmark": 1, "market_mean_shift": 1.0},
         "policies": {"heuristics": [{"use": "fixed-portfolio"}]},
         "seeds": {"train": [0], "eval": [1]},
-        "stress": {"axes": [{"axis": "vol_scale"}]},
     }
-    path = tmp_path / "random.yaml"
+    path = tmp_path / "fixed.yaml"
     path.write_text(yaml.safe_dump(data))
-    one_line_exit_2(
-        ["validate", str(path)], "stress.axes[0].axis = 'vol_scale'", "does not apply", "params.random"
-    )
-    assert (
-        stress_points(load_scenario("wealth/single-goal", build=False), DOMAIN, "vol_scale", None)[1] is None
-    )
+    one_line_exit_2(["validate", str(path)], "market_mean_shift", "random problems", "frontier")
 
 
 # ----------------------------------------------------------------------------- a tiny run, stressed

@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 import yaml
@@ -41,6 +41,9 @@ from fieldrl.scenario import (
     load_scenario,
     parse_scenario,
 )
+
+if TYPE_CHECKING:  # loaded where used: replays draw with matplotlib
+    from fieldrl.evaluation.replay import ReplayRecord
 
 T = TypeVar("T")
 SCENARIO_FILE = "scenario.yaml"
@@ -324,6 +327,8 @@ def evaluate(
     if not resume:
         _forget_partials(folder)
         _forget_stress(folder)
+        _forget_replays(folder)
+        _forget_decisions(folder)
         recorded = folder.hashes()
     todo = [job for job in every if runner.partial_results(job)[0] not in recorded]
     _play(folder, scenario, todo, jobs, show_progress, trust, "evaluation")
@@ -356,7 +361,59 @@ def evaluate(
     folder.write_json("summary.json", summary, record=False)
     folder.record(*written)
     _forget_partials(folder)
+    _record_decisions(folder, scenario, summary, jobs, show_progress, trust)
     return results
+
+
+def _record_decisions(
+    folder: RunFolder,
+    scenario: Scenario,
+    summary: dict[str, Any],
+    jobs: int | Backend,
+    show_progress: bool,
+    trust: bool,
+) -> None:
+    """What the best learned policy does differently from the best standard policy that can be asked
+    (:mod:`fieldrl.evaluation.decisions`): each finished job recorded at once, so a resumed evaluation
+    plays only the jobs not done yet; then ``decisions/summary.json``."""
+    from fieldrl.evaluation.decisions import (
+        DECISIONS_SUMMARY,
+        decision_jobs,
+        run_decision_job,
+        summarize_decisions,
+        words_path,
+    )
+
+    domain = get_domain(scenario.domain)
+    every = decision_jobs(scenario, domain, summary)
+    recorded = folder.hashes()
+    todo = [job for job in every if job.path not in recorded]
+    if todo:
+        data = scenario.model_dump(mode="json")
+
+        def finished(index: int, output: tuple[pd.DataFrame, dict[str, Any]]) -> None:
+            frame, words = output
+            folder.write_json(words_path(todo[index]), words, record=False)
+            folder.write_parquet(todo[index].path, frame, record=False)
+            folder.record(words_path(todo[index]), todo[index].path)
+
+        hashes = folder.hashes()
+        runner.check_learned_models(
+            data,
+            str(folder.path),
+            [runner.EvalJob(j.variant, j.learned, j.train_seed) for j in todo],
+            hashes,
+            trust,
+        )
+        with JobProgress("decisions", len(todo), enabled=show_progress) as progress:
+            _backend(jobs).execute(
+                run_decision_job,
+                [(data, str(folder.path), job, hashes, trust) for job in todo],
+                progress,
+                finished,
+            )
+    decided = summarize_decisions(folder, scenario, domain, summary, every)
+    folder.write_json(DECISIONS_SUMMARY, decided.model_dump(mode="json"))
 
 
 def _play(
@@ -433,10 +490,23 @@ def _forget_partials(folder: RunFolder) -> None:
     shutil.rmtree(folder.path / "partial", ignore_errors=True)
 
 
+def _forget_decisions(folder: RunFolder) -> None:
+    """A new evaluation may choose other best policies: the decisions recorded for the old ones go."""
+    folder.forget(*(rel for rel in folder.hashes() if rel.startswith("decisions/")))
+    shutil.rmtree(folder.inside("decisions"), ignore_errors=True)
+
+
 def _forget_stress(folder: RunFolder) -> None:
     """A new evaluation makes every stress result of the run stale: they are dropped with it."""
     folder.forget(*(rel for rel in folder.hashes() if rel.startswith("stress/")))
     shutil.rmtree(folder.inside("stress"), ignore_errors=True)
+
+
+def _forget_replays(folder: RunFolder) -> None:
+    """A new evaluation may name other best policies: every replay of the run is dropped with it."""
+    from fieldrl.evaluation.replay import forget_replays
+
+    forget_replays(folder)
 
 
 @_holding_run_folder
@@ -490,6 +560,42 @@ def stress(
 
 
 @_holding_run_folder
+def replay(
+    run_dir: str | Path,
+    seed: int | None = None,
+    policies: list[str] | None = None,
+    variant: str | None = None,
+    show_progress: bool = True,
+) -> ReplayRecord:
+    """Play two policies of an evaluated run on the same held-out case, side by side
+    (:mod:`fieldrl.evaluation.replay`): ``replay/<setting>/seed-<S>/`` gets a GIF (an MP4 where ffmpeg is
+    there), the storyboard's PNGs and ``replay.json``; returns that record. Nothing is trained.
+
+    :param seed: a held-out seed (default: the first on which neither policy's episode failed).
+    :param policies: two policy labels, left then right (default: the best standard policy and the best
+        learned policy on the primary KPI).
+    :param variant: the setting (default: the scenario's first).
+    """
+    from fieldrl.evaluation.replay import make_replay, plan_replay
+
+    folder, scenario, _ = open_run(run_dir)
+    domain = get_domain(scenario.domain)
+    folder.require("summary.json", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
+    plan = plan_replay(scenario, domain, read_summary(folder, scenario, domain), seed, policies, variant)
+    with JobProgress("replay", len(plan.sides) + 1, enabled=show_progress) as progress:
+        return make_replay(folder, scenario, domain, plan, progress)
+
+
+def _replay_for_report(run_dir: Path, show_progress: bool) -> None:
+    """The replay ``run`` makes for its report's storyboard (default case and policies); a run where none
+    can be made (fewer than two evaluated policies, an episode that fails) is reported without one."""
+    from fieldrl.evaluation.replay import ReplayUnavailable
+
+    with contextlib.suppress(ReplayUnavailable):
+        replay(run_dir, show_progress=show_progress)
+
+
+@_holding_run_folder
 def report(run_dir: str | Path) -> Path:
     """(Re-)render ``report.pdf`` from a run folder's results; never trains or steps an env."""
     from fieldrl.reports.pdf import build_report
@@ -530,6 +636,7 @@ def _finish(folder: RunFolder, jobs: int | Backend, show_progress: bool, resume:
     _, scenario, _ = open_run(folder.path)
     if scenario.stress is not None:
         stress(folder.path, jobs=jobs, show_progress=show_progress)
+    _replay_for_report(folder.path, show_progress)
     pdf = report(folder.path)
     return RunResult(folder.path, results, summary_of(folder.path), pdf)
 

@@ -486,6 +486,49 @@ def stress(
 
 @app.command()
 @user_errors
+def replay(
+    run_dir: RunDirArg,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="a held-out seed of the run (default: the first)")
+    ] = None,
+    policies: Annotated[
+        str | None,
+        typer.Option(
+            "--policies",
+            help="A,B: two policies, left then right (default: the best standard and best learned policy)",
+        ),
+    ] = None,
+    variant: Annotated[
+        str | None, typer.Option("--variant", help="the setting (default: the scenario's first)")
+    ] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Replay two policies side by side on one held-out case (nothing is retrained).
+
+    Plays the same held-out episode with both policies, writes an animated GIF (and an MP4 where ffmpeg
+    is available) and a storyboard of the moments they differ most under replay/<setting>/seed-<S>/,
+    and re-renders the report with the storyboard.
+    """
+    from fieldrl import api
+
+    chosen = policies.split(",") if policies is not None else None
+    record = api.replay(run_dir, seed, chosen, variant, show_progress=not quiet)
+    where = run_dir / record.folder
+    left, right = record.sides
+    say(
+        f"Replayed {left.policy} (left, return {left.episode_return:.4g}) and {right.policy} "
+        f"(right, return {right.episode_return:.4g}) on held-out seed {record.seed}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    say(f"GIF: {where / record.gif}", highlight=False, soft_wrap=True)
+    say(f"MP4: {where / record.mp4}" if record.mp4 else record.mp4_note, highlight=False, soft_wrap=True)
+    say(f"Storyboard: {len(record.storyboard)} frames in {where}", highlight=False, soft_wrap=True)
+    say(f"Report: {api.report(run_dir)}")
+
+
+@app.command()
+@user_errors
 def report(run_dir: RunDirArg) -> None:
     """Re-render a run's PDF report (no training, no simulation)."""
     from fieldrl import api

@@ -83,6 +83,7 @@ def check_domain(
         ("env checkers", lambda: _check_envs(domain, plan)),
         ("seeding determinism", lambda: _check_determinism(domain, plan)),
         ("runner: heuristic and learned episodes", lambda: _check_runner(domain, plan)),
+        ("decision differences and replay snapshots", lambda: _check_decisions(domain, plan)),
     ]
     if report:
         steps.append(("report section", lambda: _check_report(domain, plan, folder)))
@@ -363,6 +364,51 @@ def _check_runner(domain: Domain[Any], scenario: Scenario) -> None:
         policy = _untrained(scenario, domain, params, learned)
         kpis, _ = runner.run_episodes(domain, held_out, policy, seeds[:1], trace_index=None)
         _check_kpis(domain, kpis, 1, f"learned {learned.label!r} (untrained)")
+
+
+def _check_decisions(domain: Domain[Any], scenario: Scenario) -> None:
+    """A standard policy asked about its twin's states answers as the twin did at every decision; the
+    observation's features are named one by one; a replay snapshot is plain data."""
+    from fieldrl.evaluation.decisions import askable, play_decisions
+
+    params = _params(domain, scenario)
+    labels = [e.label for e in scenario.policies.heuristics]
+    asked = [k for k, label in enumerate(labels) if askable(scenario, domain, label)]
+    seeds = [int(s) for s in scenario.seeds.eval][: max(1, min(2, int(domain.eval_batch_size)))]
+    envs: EvalEnvs = domain.make_eval_envs(domain.held_out_params(params, scenario.seeds.eval), seeds)
+    try:
+        if asked:
+            twin, other = (_heuristic(domain, scenario, params, asked[0]) for _ in range(2))
+            _, _, _, feats, acts, answers = play_decisions(domain, envs, twin, other, len(seeds))
+            names = domain.decision_features(envs, feats.shape[1])
+            if len(names) != feats.shape[1] or not all(isinstance(n, str) and n for n in names):
+                _fail(f"decision_features named {len(names)} features; the observation has {feats.shape[1]}")
+            if not np.array_equal(acts, answers):
+                _fail(
+                    f"heuristic {labels[asked[0]]!r}, asked about its twin's states (Policy.observe_envs), "
+                    "answered differently: its answers depend on more than the state (or it changes the envs)"
+                )
+        else:
+            envs.reset()
+        snapshot = domain.replay_snapshot(envs, 0)
+    finally:
+        envs.close()
+    _plain(snapshot, "replay_snapshot")
+
+
+def _plain(value: Any, where: str) -> None:
+    """``value`` holds only numbers, strings, lists, tuples, dicts and numpy arrays (no simulator)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _plain(item, f"{where}[{key!r}]")
+    elif isinstance(value, (list, tuple)):
+        for k, item in enumerate(value):
+            _plain(item, f"{where}[{k}]")
+    elif isinstance(value, np.ndarray):
+        if value.dtype == object:
+            _fail(f"{where}: a numpy array of Python objects; snapshots hold plain data")
+    elif value is not None and not isinstance(value, (bool, int, float, str, np.generic)):
+        _fail(f"{where}: {type(value).__name__}; snapshots hold plain data (numbers, strings, arrays)")
 
 
 def _untrained(scenario: Scenario, domain: Domain[Any], params: BaseModel, entry: Any) -> Policy:

@@ -102,6 +102,10 @@ class HeuristicSpec:
         reference, never "the best standard policy"; reports name it as the optimum it is.
     :param imitable: False for a controller whose actions are not its decisions (e.g. one that hands the
         simulator its own program and ignores the action), so there is nothing to behaviour-clone.
+    :param not_askable: why this controller cannot be asked what it would do in a state another policy
+        is driving (a program running inside the simulator, a planner whose plan is its own earlier
+        decisions), in words that follow "it"; None where it can be. Decision differences then compare
+        the learned policy with the best standard policy that can be asked.
     """
 
     settings_model: type[Settings]
@@ -109,6 +113,14 @@ class HeuristicSpec:
     description: str
     oracle: bool = False
     imitable: bool = True
+    not_askable: str | None = None
+
+    @property
+    def why_not_askable(self) -> str | None:
+        """Why the controller cannot be asked about another policy's states; None where it can be."""
+        if self.not_askable is None and not self.imitable:
+            return "hands the simulator whole plans: its actions are not its decisions"
+        return self.not_askable
 
 
 @dataclass(frozen=True)
@@ -401,6 +413,49 @@ class Domain(ABC, Generic[P]):
         :param context: the run's numbers behind accessors, and the means to add figures and text.
         """
         return []
+
+    # -- side-by-side replays (``fieldrl replay``)
+    def replay_snapshot(self, envs: EvalEnvs, index: int) -> dict[str, Any]:
+        """Plain data (numbers, lists, numpy arrays; nothing that holds the simulator) describing episode
+        ``index`` of ``envs`` as it stands now: one replay frame's state.
+
+        Called after ``reset`` and after every step. The replay adds ``step``, ``reward`` (of the last
+        step), ``return`` (so far) and ``action`` (the action that led here; None after reset) itself.
+        Default: nothing more.
+        """
+        return {}
+
+    def draw_replay(self, ax: Any, history: Sequence[dict[str, Any]], title: str) -> None:
+        """Draw the latest snapshot of ``history`` (every snapshot of the episode so far, oldest first)
+        on the matplotlib axes ``ax``, titled ``title``. Default: the return so far, step by step."""
+        steps = [h["step"] for h in history]
+        ax.plot(steps, [h["return"] for h in history], color="#1f77b4")
+        ax.set_xlabel("step")
+        ax.set_ylabel("return so far")
+        ax.set_title(title, fontsize=9)
+
+    def replay_divergence(self, a: dict[str, Any], b: dict[str, Any]) -> float:
+        """How far apart two policies' episodes are at the same step (``a``, ``b``: their snapshots),
+        for choosing the storyboard's moments. Default: the gap between their returns so far."""
+        return abs(float(a.get("return", 0.0)) - float(b.get("return", 0.0)))
+
+    # -- decision differences (what the learned policy does differently from a standard one)
+    def decision_features(self, envs: EvalEnvs, n_features: int) -> list[str]:
+        """Names of one agent's ``n_features`` observation features, in order, for the rules that say
+        *when* a learned policy decides differently (``envs``: the held-out episodes just reset).
+        Default: ``obs[0]``, ``obs[1]``, ... ; a domain names them in its stakeholder's words."""
+        return [f"obs[{i}]" for i in range(n_features)]
+
+    def effective_actions(self, envs: EvalEnvs, actions: np.ndarray) -> np.ndarray:
+        """``actions`` as the simulator will read them now (a choice the env ignores made plain), so that
+        two policies are not told apart by choices that change nothing. Default: as they are."""
+        return actions
+
+    def action_words(self, envs: EvalEnvs) -> list[str] | None:
+        """Words for the actions of ``envs`` (the held-out episodes just reset): a discrete action's
+        values (``["hold", "go"]``), a multi-discrete action's parts, a continuous action's dimensions
+        (``["dose"]``); or None (numbers)."""
+        return None
 
     def heuristic_problem(self, use: str, params: P) -> str | None:
         """Why heuristic ``use`` cannot run with ``params``, in words naming the params field; or None.

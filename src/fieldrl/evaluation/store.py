@@ -18,13 +18,17 @@ import platform
 from contextlib import AbstractContextManager
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
 from fieldrl.errors import FieldrlError
 from fieldrl.files import atomic_write_bytes, folder_lock, open_regular, read_regular, sha256_of
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+M = TypeVar("M", bound="BaseModel")
 MANIFEST = "manifest.json"
 #: held (``flock``) by the one process writing a run folder; not part of the manifest
 LOCK_FILE = ".fieldrl.lock"
@@ -214,6 +218,18 @@ class RunFolder:
             return json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise FieldrlError(f"{self.path / rel}: not readable as JSON ({exc})") from None
+
+    def read_model(self, rel: str, model: type[M]) -> M:
+        """A JSON file of the run, verified against the manifest and validated by the pydantic ``model``
+        (a file of another shape is one line naming the field)."""
+        from pydantic import ValidationError
+
+        from fieldrl.errors import file_shape_error
+
+        try:
+            return model.model_validate(self.read_json(rel))
+        except ValidationError as exc:
+            raise file_shape_error(exc, str(self.path / rel)) from None
 
     def read_parquet(self, rel: str, what: str = "not written yet") -> pd.DataFrame:
         """A parquet table of the run, verified against the manifest."""

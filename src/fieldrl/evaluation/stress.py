@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from fieldrl.domains.base import Domain
-from fieldrl.errors import FieldrlError, file_shape_error
+from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
 from fieldrl.evaluation.stats import Bootstrap, describe, paired_difference, value_matrix
 from fieldrl.evaluation.store import RunFolder
@@ -214,11 +214,7 @@ def read_stress_summary(folder: RunFolder) -> StressSummary | None:
     None where the run was not stressed."""
     if STRESS_SUMMARY not in folder.hashes():
         return None
-    data = folder.read_json(STRESS_SUMMARY)
-    try:
-        return StressSummary.model_validate(data)
-    except ValidationError as exc:
-        raise file_shape_error(exc, str(folder.path / STRESS_SUMMARY)) from None
+    return folder.read_model(STRESS_SUMMARY, StressSummary)
 
 
 # ----------------------------------------------------------------------------- in words

@@ -37,6 +37,15 @@ class Policy(Protocol):
         """
         return None
 
+    def observe_envs(self, envs: Any) -> None:
+        """Bind to ``envs`` that *another* policy drives, changing nothing in them, so that this policy
+        can be asked what it would do in that policy's states (decision differences).
+
+        Default: :meth:`bind_envs`. A policy whose ``bind_envs`` sets up the envs for itself (a rail
+        dispatcher switches the learned policies' shield off) overrides this.
+        """
+        self.bind_envs(envs)
+
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
         """Return actions for every environment in the batch.
 

@@ -23,6 +23,21 @@ HEURISTIC_COLOR = "#8c8c8c"
 LEARNED_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"]
 
 
+def legend_below(ax: Any, handles: list[Any], ncol: int, **options: Any) -> None:
+    """A small frameless legend centred under ``ax`` (replay frames: the map keeps the whole panel);
+    ``options`` go to ``ax.legend`` (labels, spacing, a handler map)."""
+    style = {"handletextpad": 0.5, "columnspacing": 1.0, "handlelength": 1.4, **options}
+    ax.legend(
+        handles=handles,
+        fontsize=6,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=ncol,
+        frameon=False,
+        **style,
+    )
+
+
 def png_bytes(fig: plt.Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=150, bbox_inches="tight")

@@ -39,6 +39,7 @@ from reportlab.platypus import (
 from fieldrl.domains import get_domain
 from fieldrl.domains.base import Domain
 from fieldrl.errors import FieldrlError
+from fieldrl.evaluation.decisions import read_decision_summary
 from fieldrl.evaluation.readback import TRACES_FILE, read_results, read_summary, read_traces
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.evaluation.stress import StressSummary, read_stress_summary
@@ -58,7 +59,9 @@ from fieldrl.reportkit.layout import (
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, fmt_cell, join_words, plural, too_few
 from fieldrl.reportkit.summary import cases, failures_ended, measured_kpis, ranked
 from fieldrl.reports import front
+from fieldrl.reports.decisions import decision_pages
 from fieldrl.reports.findings import masked_for_small_samples, pair_findings, variant_findings
+from fieldrl.reports.replay import replay_pages
 from fieldrl.reports.stress import front_sentence, stress_pages
 from fieldrl.scenario import Scenario, budget_name
 
@@ -376,6 +379,10 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
     if stress_flowables:
         story.append(CondPageBreak(SECTION_ROOM))
         story.extend(stress_flowables)
+    story.append(CondPageBreak(SECTION_ROOM))
+    story.extend(replay_pages(ctx, folder))  # the storyboard of the latest replay (fieldrl replay)
+    story.append(CondPageBreak(SECTION_ROOM))
+    story.extend(decision_pages(ctx, read_decision_summary(folder)))
     domain_flowables = _domain_section(ctx)
     if domain_flowables:
         story.append(CondPageBreak(SECTION_ROOM))

@@ -130,6 +130,17 @@ class ChemoDomain(Domain[ChemoParams]):
             patients = (cohort.params[rows], cohort.centres[rows])
         return ChemoEvalEnvs(seeds, p.noise(), p.max_t, patients)
 
+    # -- decision differences (words in :mod:`fieldrl.domains.chemo.decisions`)
+    def decision_features(self, envs: Any, n_features: int) -> list[str]:
+        from fieldrl.domains.chemo.decisions import features
+
+        return features(envs, n_features)
+
+    def action_words(self, envs: Any) -> list[str] | None:
+        from fieldrl.domains.chemo.decisions import action_words
+
+        return action_words(envs)
+
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return metrics.episode_kpis(record)
 
@@ -140,3 +151,21 @@ class ChemoDomain(Domain[ChemoParams]):
         from fieldrl.domains.chemo.report import report_section
 
         return report_section(context)
+
+    # -- side-by-side replays (``fieldrl replay``; drawing in :mod:`fieldrl.domains.chemo.replay`)
+    def replay_snapshot(self, envs: Any, index: int) -> dict[str, Any]:
+        from fieldrl.domains.chemo.replay import snapshot
+
+        return snapshot(envs, index)
+
+    def draw_replay(self, ax: Any, history: Sequence[dict[str, Any]], title: str) -> None:
+        from fieldrl.domains.chemo.replay import draw
+
+        draw(ax, history, title)
+
+    def replay_divergence(self, a: dict[str, Any], b: dict[str, Any]) -> float:
+        """The gap between the two patients' tumours, in points of the tumour at the start, plus 100 points
+        while only one of the two patients has died."""
+        from fieldrl.domains.chemo.replay import divergence
+
+        return divergence(a, b)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -59,6 +62,17 @@ class MemoryDomain(Domain[MemoryParams]):
             env.reset(seed=seed)
         return env
 
+    # -- decision differences (words in :mod:`fieldrl.domains.memory.decisions`)
+    def decision_features(self, envs: Any, n_features: int) -> list[str]:
+        from fieldrl.domains.memory.decisions import features
+
+        return features(envs, n_features)
+
+    def action_words(self, envs: Any) -> list[str] | None:
+        from fieldrl.domains.memory.decisions import action_words
+
+        return action_words(envs)
+
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         active = np.asarray(record.active, dtype=bool)
         success = np.asarray(record.info["success"], dtype=np.float64).reshape(active.shape)
@@ -66,3 +80,22 @@ class MemoryDomain(Domain[MemoryParams]):
             "success": np.where(active, success, 0.0).sum(axis=0) * 100.0,
             "return": np.asarray(record.returns, dtype=np.float64),
         }
+
+    # -- side-by-side replays (``fieldrl replay``; drawing in :mod:`fieldrl.domains.memory.replay`)
+    def replay_snapshot(self, envs: Any, index: int) -> dict[str, Any]:
+        from fieldrl.domains.memory.replay import snapshot
+
+        return snapshot(envs, index)
+
+    def draw_replay(self, ax: Any, history: Sequence[dict[str, Any]], title: str) -> None:
+        from fieldrl.domains.memory.replay import draw
+
+        draw(ax, history, title)
+
+    def replay_divergence(self, a: dict[str, Any], b: dict[str, Any]) -> float:
+        """The gap between the two policies' actions on the step just taken (actions run from -1 to 1),
+        plus the gap between their returns (2 at the deciding step when one has the cue's sign and the
+        other not)."""
+        from fieldrl.domains.memory.replay import divergence
+
+        return divergence(a, b)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -124,6 +125,17 @@ class RailDomain(ParallelDomain[RailParams]):
     def make_parallel_env(self, params: RailParams, training: bool = False) -> RailParallelEnv:
         return make_env(params, training)
 
+    # -- decision differences (words in :mod:`fieldrl.domains.rail.decisions`)
+    def decision_features(self, envs: Any, n_features: int) -> list[str]:
+        from fieldrl.domains.rail.decisions import features
+
+        return features(envs, n_features)
+
+    def action_words(self, envs: Any) -> list[str] | None:
+        from fieldrl.domains.rail.decisions import action_words
+
+        return action_words(envs)
+
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return metrics.episode_kpis(record)
 
@@ -138,6 +150,24 @@ class RailDomain(ParallelDomain[RailParams]):
         from fieldrl.domains.rail.report import report_section
 
         return report_section(context)
+
+    # -- side-by-side replays (``fieldrl replay``; drawing in :mod:`fieldrl.domains.rail.replay`)
+    def replay_snapshot(self, envs: Any, index: int) -> dict[str, Any]:
+        from fieldrl.domains.rail.replay import snapshot
+
+        return snapshot(envs, index)
+
+    def draw_replay(self, ax: Any, history: Sequence[dict[str, Any]], title: str) -> None:
+        from fieldrl.domains.rail.replay import draw
+
+        draw(ax, history, title)
+
+    def replay_divergence(self, a: dict[str, Any], b: dict[str, Any]) -> float:
+        """The number of trains whose state differs between the two episodes (arrived, running, stopped,
+        broken down, deadlocked, not departed, cancelled), plus half the trains on different cells."""
+        from fieldrl.domains.rail.replay import divergence
+
+        return divergence(a, b)
 
 
 def map_trace(snap: dict[str, Any]) -> pd.DataFrame:

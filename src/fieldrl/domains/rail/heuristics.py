@@ -86,9 +86,12 @@ class _Dispatcher(Policy):
         self.n_envs = int(n_envs)
 
     def bind_envs(self, envs: Any) -> None:
-        self.envs = envs
         for env in envs.envs:
             env.disable_shield()  # a dispatcher is judged on its own rules, not the learned policy's shield
+        self.observe_envs(envs)
+
+    def observe_envs(self, envs: Any) -> None:
+        self.envs = envs
         self.plans = [EpisodePlan(env) for env in envs.envs]
 
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
@@ -134,8 +137,8 @@ class ShortestPath(_Dispatcher):
 class FlatlandShortestPath(_Dispatcher):
     """Flatland's ``ShortestPathPolicy``: depart at once, then follow the path it fixes per train."""
 
-    def bind_envs(self, envs: Any) -> None:
-        super().bind_envs(envs)
+    def observe_envs(self, envs: Any) -> None:
+        super().observe_envs(envs)
         self._policies: list[Any] = [None] * len(envs.envs)
         self._episodes: list[Any] = [None] * len(envs.envs)
 
@@ -178,8 +181,8 @@ class ReservationDispatcher(_Dispatcher):
         self.k, self.order, self.cancel_late = k, order, cancel_late
         self._paths: list[dict[int, list[list[Cell]]]] = []
 
-    def bind_envs(self, envs: Any) -> None:
-        super().bind_envs(envs)
+    def observe_envs(self, envs: Any) -> None:
+        super().observe_envs(envs)
         self._paths = [{} for _ in envs.envs]
 
     def candidates(self, e: int, env: RailParallelEnv, i: int) -> list[list[Cell]]:
@@ -238,12 +241,16 @@ HEURISTICS: dict[str, HeuristicSpec] = {
         lambda s, p, name: ReservationDispatcher(name, k=1, order="slack", cancel_late=False),
         "Shortest paths; a train waits while any train on the map uses an edge of its path in the opposite "
         "direction; waiting trains released by least slack.",
+        # its reservations are the paths of the trains it released, not of those another policy released
+        not_askable="reserves the paths of the trains it released itself",
     ),
     "priority-reroute": HeuristicSpec(
         PrioritySettings,
         lambda s, p, name: ReservationDispatcher(name, k=s.k, order=s.order, cancel_late=s.cancel_late),
         "As deadlock-avoiding, choosing the shortest conflict-free of k shortest paths, a configurable "
         "release order, and cancelling trains that can no longer arrive in time.",
+        # its reservations are the paths of the trains it released, not of those another policy released
+        not_askable="reserves the paths of the trains it released itself",
     ),
 }
 

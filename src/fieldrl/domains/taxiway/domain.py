@@ -129,6 +129,17 @@ class TaxiwayDomain(ParallelDomain[TaxiwayParams]):
         p = self.checked_params(params)
         return TermRewardSlots([partial(self.make_parallel_env, p, True) for _ in range(n_envs)], seed)
 
+    # -- decision differences (words in :mod:`fieldrl.domains.taxiway.decisions`)
+    def decision_features(self, envs: Any, n_features: int) -> list[str]:
+        from fieldrl.domains.taxiway.decisions import features
+
+        return features(envs, n_features)
+
+    def action_words(self, envs: Any) -> list[str] | None:
+        from fieldrl.domains.taxiway.decisions import action_words
+
+        return action_words(envs)
+
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return metrics.episode_kpis(record)
 
@@ -139,3 +150,21 @@ class TaxiwayDomain(ParallelDomain[TaxiwayParams]):
         from fieldrl.domains.taxiway.report import report_section
 
         return report_section(context)
+
+    # -- side-by-side replays (``fieldrl replay``; drawing in :mod:`fieldrl.domains.taxiway.replay`)
+    def replay_snapshot(self, envs: Any, index: int) -> dict[str, Any]:
+        from fieldrl.domains.taxiway.replay import snapshot
+
+        return snapshot(envs, index)
+
+    def draw_replay(self, ax: Any, history: Sequence[dict[str, Any]], title: str) -> None:
+        from fieldrl.domains.taxiway.replay import draw
+
+        draw(ax, history, title)
+
+    def replay_divergence(self, a: dict[str, Any], b: dict[str, Any]) -> float:
+        """Twice the gap in conflicts so far, plus the gap in completed movements, plus half the aircraft
+        that taxi in one episode only or stand in different places in the two."""
+        from fieldrl.domains.taxiway.replay import divergence
+
+        return divergence(a, b)

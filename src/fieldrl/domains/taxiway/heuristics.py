@@ -406,10 +406,14 @@ HEURISTICS: dict[str, HeuristicSpec] = {
         PlannerSettings,
         lambda s, p, name: Prioritized(name, s.max_expansions, s.max_wait),
         "Prioritized planning: A* in the time-expanded graph around a space-time reservation table.",
+        # its reservation table holds the moves it planned, not the ones another policy made
+        not_askable="plans from its own earlier decisions",
     ),
     "cbs": HeuristicSpec(
         CBSSettings,
         lambda s, p, name: CBS(name, s.max_expansions, s.max_wait, s.time_limit_s, s.max_agents),
         "Conflict-based search over all taxiing aircraft within a time limit (else prioritized planning).",
+        # its reservation table holds the moves it planned, not the ones another policy made
+        not_askable="plans from its own earlier decisions",
     ),
 }

@@ -159,6 +159,17 @@ class TrafficDomain(ParallelDomain[TrafficParams]):
         envs = [self.make_parallel_env(p) for _ in seeds]
         return self.eval_envs_class(envs, seeds, metrics.info_keys(envs[0].n_stages))
 
+    # -- decision differences (words in :mod:`fieldrl.domains.traffic.decisions`)
+    def decision_features(self, envs: Any, n_features: int) -> list[str]:
+        from fieldrl.domains.traffic.decisions import features
+
+        return features(envs, n_features)
+
+    def action_words(self, envs: Any) -> list[str] | None:
+        from fieldrl.domains.traffic.decisions import action_words
+
+        return action_words(envs)
+
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return metrics.episode_kpis(record)
 
@@ -169,3 +180,21 @@ class TrafficDomain(ParallelDomain[TrafficParams]):
         from fieldrl.domains.traffic.report import report_section
 
         return report_section(context)
+
+    # -- side-by-side replays (``fieldrl replay``; drawing in :mod:`fieldrl.domains.traffic.replay`)
+    def replay_snapshot(self, envs: Any, index: int) -> dict[str, Any]:
+        from fieldrl.domains.traffic.replay import snapshot
+
+        return snapshot(envs, index)
+
+    def draw_replay(self, ax: Any, history: Sequence[dict[str, Any]], title: str) -> None:
+        from fieldrl.domains.traffic.replay import draw
+
+        draw(ax, history, title)
+
+    def replay_divergence(self, a: dict[str, Any], b: dict[str, Any]) -> float:
+        """The gap in people held up at that moment: vehicles halting plus pedestrians waiting to cross,
+        each person counted once."""
+        from fieldrl.domains.traffic.replay import divergence
+
+        return divergence(a, b)

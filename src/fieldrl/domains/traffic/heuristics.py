@@ -238,6 +238,7 @@ HEURISTICS: dict[str, HeuristicSpec] = {
         "SUMO's fixed-time program as netconvert builds it (90 s cycle, 5 s pedestrian clearance, "
         "3 s yellow).",
         # SUMO runs its own program and ignores the actions; a warm start learns the stages it showed
+        not_askable="runs inside SUMO",
     ),
     "webster": HeuristicSpec(
         NoSettings,
@@ -245,6 +246,7 @@ HEURISTICS: dict[str, HeuristicSpec] = {
         "Fixed-time with Webster cycle and splits for the busiest period (SUMO tlsCycleAdaptation.py), "
         "pedestrian walk and clearance minimums kept.",
         # SUMO runs its own program and ignores the actions; a warm start learns the stages it showed
+        not_askable="runs inside SUMO",
     ),
     "webster-timed": HeuristicSpec(
         NoSettings,
@@ -258,6 +260,7 @@ HEURISTICS: dict[str, HeuristicSpec] = {
         "SUMO's gap-based actuated control on the same phases (min/max green from the scenario unless "
         "set in its settings).",
         # SUMO runs its own program and ignores the actions; a warm start learns the stages it showed
+        not_askable="runs inside SUMO",
     ),
     "max-pressure": HeuristicSpec(
         NoSettings, lambda s, p, name: MaxPressure(name), "Max-pressure (Varaiya 2013) over vehicle queues."

@@ -73,6 +73,17 @@ class UavDomain(ParallelDomain[UavParams]):
         """The KPIs and the per-slot positions of this many UAVs and vehicles (for the report's map)."""
         return info_keys(params)
 
+    # -- decision differences (words in :mod:`fieldrl.domains.uav.decisions`)
+    def decision_features(self, envs: Any, n_features: int) -> list[str]:
+        from fieldrl.domains.uav.decisions import features
+
+        return features(envs, n_features)
+
+    def action_words(self, envs: Any) -> list[str] | None:
+        from fieldrl.domains.uav.decisions import action_words
+
+        return action_words(envs)
+
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return metrics.episode_kpis(record)
 
@@ -83,3 +94,21 @@ class UavDomain(ParallelDomain[UavParams]):
         from fieldrl.domains.uav.report import report_section
 
         return report_section(context)
+
+    # -- side-by-side replays (``fieldrl replay``; drawing in :mod:`fieldrl.domains.uav.replay`)
+    def replay_snapshot(self, envs: Any, index: int) -> dict[str, Any]:
+        from fieldrl.domains.uav.replay import snapshot
+
+        return snapshot(envs, index)
+
+    def draw_replay(self, ax: Any, history: Sequence[dict[str, Any]], title: str) -> None:
+        from fieldrl.domains.uav.replay import draw
+
+        draw(ax, history, title)
+
+    def replay_divergence(self, a: dict[str, Any], b: dict[str, Any]) -> float:
+        """The gap in tasks failed so far, plus the UAVs' mean distance apart (every 100 m counts as one
+        failed task)."""
+        from fieldrl.domains.uav.replay import divergence
+
+        return divergence(a, b)

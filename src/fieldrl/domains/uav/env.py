@@ -110,6 +110,10 @@ class UavParallelEnv(ParallelEnv):
         self.violations = 0
         self.slot_success = 100.0
         self.slot_cost = 0.0
+        #: the last slot as executed (for replays): each vehicle's server (-1 local), and its task's fate
+        self.last_server = np.full(self.world.n, -1, dtype=np.int64)
+        self.last_present = np.zeros(self.world.n, dtype=bool)
+        self.last_success = np.zeros(self.world.n, dtype=bool)
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         self.world.reset(seed)
@@ -134,6 +138,7 @@ class UavParallelEnv(ParallelEnv):
         moves = None
         if plan is not None:
             outcome = world.evaluate(plan.alloc, plan.ratio, pl)
+            self.last_server = plan.alloc.server.copy()
             own = outcome
             trajectory = plan.trajectory
         elif p.pipeline:
@@ -143,6 +148,7 @@ class UavParallelEnv(ParallelEnv):
             alloc = allocation_from_actions(world, admit, modes, se)
             result = optimise_slot(world, alloc, self.rectifier, p.max_alternations, pl)
             outcome, own = result.outcome, result.first
+            self.last_server = result.alloc.server.copy()
             self.lp_ms.append(result.lp_ms)
             self.rect_ms.append(result.rectify_ms)
             self.rectified += result.accepted
@@ -187,6 +193,7 @@ class UavParallelEnv(ParallelEnv):
         moves, ratio_idx = np.divmod(rest, n_ratio)
         admit = np.asarray(p.admit_levels)[admit_idx]
         alloc = allocation_from_actions(world, admit, ["demand"] * world.m, se)
+        self.last_server = alloc.server.copy()
         terms = world.remote_terms(alloc, pl)
         with np.errstate(invalid="ignore", divide="ignore"):
             balanced = np.nan_to_num(terms["t_local"] / (terms["t_local"] + terms["t_remote"]))
@@ -211,6 +218,7 @@ class UavParallelEnv(ParallelEnv):
         self.violations += violations
         self.slot_success = 100.0 * float(done.sum()) / max(n_tasks, 1)
         self.slot_cost = slot_cost
+        self.last_present, self.last_success = present.copy(), done.copy()
 
     # ------------------------------------------------------------------ observations and KPIs
     def _observations(self) -> dict[str, np.ndarray]:

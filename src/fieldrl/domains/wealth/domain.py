@@ -137,6 +137,7 @@ class WealthDomain(Domain[WealthParams]):
             max_obs_goals=p.max_obs_goals,
             max_levels=p.max_levels,
             inflation=p.inflation_model(),
+            market=p.market(),
         )
         if seed is not None:
             env.reset(seed=seed)
@@ -154,6 +155,22 @@ class WealthDomain(Domain[WealthParams]):
 
         return WealthEvalEnvs(self.checked_params(params), seeds, cases)
 
+    # -- decision differences (words in :mod:`fieldrl.domains.wealth.decisions`)
+    def decision_features(self, envs: Any, n_features: int) -> list[str]:
+        from fieldrl.domains.wealth.decisions import features
+
+        return features(envs, n_features)
+
+    def action_words(self, envs: Any) -> list[str] | None:
+        from fieldrl.domains.wealth.decisions import action_words
+
+        return action_words(envs)
+
+    def effective_actions(self, envs: Any, actions: np.ndarray) -> np.ndarray:
+        from fieldrl.domains.wealth.decisions import effective_actions
+
+        return effective_actions(envs, actions)
+
     def episode_kpis(self, record: EpisodeRecord) -> dict[str, np.ndarray]:
         return episode_kpis(record)
 
@@ -164,3 +181,21 @@ class WealthDomain(Domain[WealthParams]):
         from fieldrl.domains.wealth.report import report_section
 
         return report_section(context)
+
+    # -- side-by-side replays (``fieldrl replay``; drawing in :mod:`fieldrl.domains.wealth.replay`)
+    def replay_snapshot(self, envs: Any, index: int) -> dict[str, Any]:
+        from fieldrl.domains.wealth.replay import snapshot
+
+        return snapshot(envs, index)
+
+    def draw_replay(self, ax: Any, history: Sequence[dict[str, Any]], title: str) -> None:
+        from fieldrl.domains.wealth.replay import draw
+
+        draw(ax, history, title)
+
+    def replay_divergence(self, a: dict[str, Any], b: dict[str, Any]) -> float:
+        """The gap in utility collected so far plus the gap in goals reached; a tenth of the gap in wealth
+        (in starting wealths) tells apart the years in which both have reached the same goals."""
+        from fieldrl.domains.wealth.replay import divergence
+
+        return divergence(a, b)

@@ -120,6 +120,7 @@ class WealthEnv(gym.Env):
     :param inflation: optional stochastic inflation of goal costs; adds the price index and
         last year's inflation rate to the observation, and each step then draws an
         inflation shock right after the market shock from the same generator.
+    :param market: random problems' ``(mean shift, volatility factor)`` (see ``sample_problem``).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -132,11 +133,13 @@ class WealthEnv(gym.Env):
         max_levels: int = 2,
         k: int = 15,
         inflation: Inflation | None = None,
+        market: tuple[float, float] = (0.0, 1.0),
     ):
         super().__init__()
         if (problem is None) != random:
             raise ValueError("give a problem, or random=True, not both")
         self.random = random
+        self.market = market
         self.max_obs_goals = int(max_obs_goals)
         self.max_levels = int(max(max_levels, problem.max_levels if problem else 1))
         self.k = problem.k if problem is not None else int(k)
@@ -177,7 +180,7 @@ class WealthEnv(gym.Env):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         if self.random:
-            self.problem = sample_problem(self.np_random, self.max_levels)
+            self.problem = sample_problem(self.np_random, self.max_levels, *self.market)
             self._batch = WealthBatch(self.problem, 1, self.inflation)
         self._batch.reset()
         return self._obs(), self._info()

@@ -105,7 +105,7 @@ class WealthEvalEnvs(EvalEnvs):
             if problem is None:
                 sample_problem(rng, levels)  # draws as WealthEnv(random=True).reset(seed=seed) does ...
                 if root not in by_root:  # ... but the problem is the held-out seed's
-                    by_root[root] = sample_problem(np.random.default_rng(root), levels)
+                    by_root[root] = sample_problem(np.random.default_rng(root), levels, *params.market())
                 problem = by_root[root]
             problems.append(problem)
             if inflation is None:
@@ -234,6 +234,7 @@ class WealthVecEnv(BatchedVecEnv):
     def __init__(self, params: WealthParams, n_envs: int, seed: int | None = None):
         self.render_mode = None
         self.fixed = params.problem()
+        self.market = params.market()
         self.inflation = params.inflation_model()
         self._priced = self.inflation is not None
         n_options, k = action_sizes(params)
@@ -279,7 +280,7 @@ class WealthVecEnv(BatchedVecEnv):
         """Start a new episode for env ``i`` (a new problem first, for random problems)."""
         rng = self._rngs[i]
         if self.fixed is None:
-            problem = sample_problem(rng, self.levels)
+            problem = sample_problem(rng, self.levels, *self.market)
             self._slots[i] = (WealthBatch(problem, 1, self.inflation), np.array([i]))
             self._tables[i] = observation_table(problem, *self.obs_args, self._priced)
         else:

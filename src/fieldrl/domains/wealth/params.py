@@ -114,6 +114,19 @@ class WealthParams(_Strict):
         description="Stochastic inflation of goal costs (an extra state variable; no DP optimum). "
         "None: costs as listed.",
     )
+    market_mean_shift: float = Field(
+        0.0,
+        ge=-4.0,
+        le=4.0,
+        description="Random problems only: percentage points added to the mean return of every portfolio "
+        "drawn (a market regime; a fixed problem moves its frontier instead).",
+    )
+    market_vol_scale: float = Field(
+        1.0,
+        ge=0.5,
+        le=2.0,
+        description="Random problems only: factor on the volatility of every portfolio drawn.",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> WealthParams:
@@ -126,8 +139,20 @@ class WealthParams(_Strict):
         if sum(kinds) == 0:
             self.benchmark = 4
         if not self.random:
+            moved = [
+                n for n, v in (("market_mean_shift", 0.0), ("market_vol_scale", 1.0)) if getattr(self, n) != v
+            ]
+            if moved:
+                raise ValueError(
+                    f"{moved[0]} moves the market of random problems (random: true); "
+                    "a fixed problem's market is its frontier"
+                )
             self.problem()  # surface the engine's validation errors (they name the field) now
         return self
+
+    def market(self) -> tuple[float, float]:
+        """``(mean shift, volatility factor)`` of random problems' markets, as the engine takes them."""
+        return self.market_mean_shift / 100.0, self.market_vol_scale
 
     @model_validator(mode="after")
     def _dp_fits(self) -> WealthParams:

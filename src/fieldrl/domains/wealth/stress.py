@@ -35,9 +35,9 @@ stocks) and volatilities from 3.7 % to 19.6 %.
   entries (the price index and last year's rate), which the trained networks were not built for.
 
 Not expressible as params, so not offered: a crash in a given year (the market model has one return
-distribution per portfolio for every year). Not possible with ``random: true``: each random problem
-draws its own frontier from the default one and no params field moves it, so the market axes refuse
-such a setting with one line rather than run as a no-op.
+distribution per portfolio for every year). With ``random: true`` (meta-RL) each problem draws its own
+frontier from the default one; the market axes then move every drawn frontier instead
+(``params.market_mean_shift`` and ``params.market_vol_scale``), the problems otherwise drawn as before.
 """
 
 from __future__ import annotations
@@ -59,16 +59,6 @@ VOL_SCALE_RANGE = (0.5, 2.0)
 #: long-run mean of the annual log inflation rate of goal costs, in % a year
 INFLATION_POINTS = (0.0, 1.0, 2.5, 4.0, 6.0)
 INFLATION_RANGE = (-2.0, 10.0)
-
-
-def random_market(raw: dict[str, Any]) -> str | None:
-    """Why the market axes cannot move a world whose every problem draws its own market, or None."""
-    if raw.get("random"):
-        return (
-            "with params.random every problem draws its own market (the default frontier scaled at random) "
-            "and no params field moves it; stress a fixed problem (benchmark, or T, W0 and goals)"
-        )
-    return None
 
 
 def no_inflation(raw: dict[str, Any]) -> str | None:
@@ -94,7 +84,10 @@ def with_frontier(raw: dict[str, Any], mu: np.ndarray, sigma: np.ndarray) -> dic
 
 
 def shift_means(raw: dict[str, Any], points: float) -> dict[str, Any]:
-    """Raw params with ``points`` percentage points added to every portfolio's mean return."""
+    """Raw params with ``points`` percentage points added to every portfolio's mean return (of every
+    problem drawn, with ``random``)."""
+    if raw.get("random"):
+        return raw if points == raw.get("market_mean_shift", 0.0) else {**raw, "market_mean_shift": points}
     if points == 0.0:
         return raw
     mu, sigma = frontier_portfolios(raw)
@@ -102,7 +95,10 @@ def shift_means(raw: dict[str, Any], points: float) -> dict[str, Any]:
 
 
 def scale_volatility(raw: dict[str, Any], factor: float) -> dict[str, Any]:
-    """Raw params with every portfolio's volatility multiplied by ``factor``."""
+    """Raw params with every portfolio's volatility multiplied by ``factor`` (of every problem drawn, with
+    ``random``: the factor replaces the setting's own)."""
+    if raw.get("random"):
+        return raw if factor == raw.get("market_vol_scale", 1.0) else {**raw, "market_vol_scale": factor}
     if factor == 1.0:
         return raw
     mu, sigma = frontier_portfolios(raw)
@@ -132,10 +128,9 @@ def stress_axes() -> dict[str, StressAxis]:
             points=MEAN_SHIFT_POINTS,
             low=MEAN_SHIFT_RANGE[0],
             high=MEAN_SHIFT_RANGE[1],
-            trained=lambda params: 0.0,
+            trained=lambda params: params.market_mean_shift if params.random else 0.0,
             apply=shift_means,
             fmt="g",
-            problem=random_market,
         ),
         "vol_scale": StressAxis(
             label="Market volatility",
@@ -143,10 +138,9 @@ def stress_axes() -> dict[str, StressAxis]:
             points=VOL_SCALE_POINTS,
             low=VOL_SCALE_RANGE[0],
             high=VOL_SCALE_RANGE[1],
-            trained=lambda params: 1.0,
+            trained=lambda params: params.market_vol_scale if params.random else 1.0,
             apply=scale_volatility,
             fmt="g",
-            problem=random_market,
         ),
         "inflation": StressAxis(
             label="Inflation of goal costs",

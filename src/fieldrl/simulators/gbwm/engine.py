@@ -361,7 +361,9 @@ SAMPLE_MAX_GOALS = 16
 SAMPLE_PARTIAL_PROB = 0.3
 
 
-def sample_problem(rng: np.random.Generator, max_levels: int = 2) -> Problem:
+def sample_problem(
+    rng: np.random.Generator, max_levels: int = 2, mean_shift: float = 0.0, vol_scale: float = 1.0
+) -> Problem:
     """A random problem around the benchmark family, for meta-RL pretraining.
 
     - ``T`` uniform on 10 .. 20; number of goals uniform on ``1 .. min(T, 16)``, at distinct
@@ -378,6 +380,9 @@ def sample_problem(rng: np.random.Generator, max_levels: int = 2) -> Problem:
 
     :param rng: source of randomness.
     :param max_levels: most levels a goal may have (1 disables partial goals).
+    :param mean_shift: added to every drawn portfolio's mean return (a market regime for stress tests;
+        the draws, and so the problem otherwise, are the same).
+    :param vol_scale: multiplies every drawn portfolio's volatility (likewise).
     """
     T = int(rng.integers(SAMPLE_T[0], SAMPLE_T[1] + 1))
     n_goals = int(rng.integers(1, min(T, SAMPLE_MAX_GOALS) + 1))
@@ -395,7 +400,8 @@ def sample_problem(rng: np.random.Generator, max_levels: int = 2) -> Problem:
     if rng.random() >= 0.5:
         infusions[: int(rng.integers(1, T + 1))] = rng.uniform(0.0, 0.1) * w0
     base = Frontier.default()
-    frontier = Frontier(base.mu * rng.uniform(0.75, 1.25), base.sigma * rng.uniform(0.75, 1.25))
+    mu, sigma = base.mu * rng.uniform(0.75, 1.25), base.sigma * rng.uniform(0.75, 1.25)
+    frontier = Frontier(mu + mean_shift, sigma * vol_scale)
     return Problem(T, w0, tuple(goals), frontier, tuple(infusions))
 
 
