@@ -153,8 +153,10 @@ def test_workload_counts_steps_runs_and_episodes(scenario_data, write_scenario) 
     assert load.eval_episodes == 2 * (2 + 2) * 6
     # per setting: 2 seeds x 2 validation cases x (3 checkpoints per training x 2 trainings + 2 heuristics)
     assert load.validation_episodes == 2 * 2 * (3 * 2 + 2)
+    # decision differences: 6 held-out episodes per setting, and the replay's two episodes and its drawing
+    assert load.explain_episodes == 2 * 6 + 2
     chemo = SPEEDS["chemo"]
-    assert math.isclose(load.seconds("chemo"), 10 + 1024 / chemo.on_policy + 80 * chemo.episode_s)
+    assert math.isclose(load.seconds("chemo"), 10 + 15 + 1024 / chemo.on_policy + 94 * chemo.episode_s)
 
 
 def test_duration_text_rounds_to_what_a_reader_plans_with() -> None:

@@ -203,3 +203,82 @@ def test_a_rule_that_hands_the_simulator_a_plan_cannot_be_asked():
     kinds = {e.label: askable(scenario, domain, e.label) for e in scenario.policies.heuristics}
     plans = [e.label for e in scenario.policies.heuristics if not domain.heuristics[e.use].imitable]
     assert plans and not any(kinds[p] for p in plans)
+    fixed = next(e.label for e in scenario.policies.heuristics if e.use == "pipeline-fixed")
+    assert askable(scenario, domain, fixed, "pipeline")  # its actions are the learned policy's kind
+    assert not askable(scenario, domain, fixed, "marl")  # without the pipeline they mean other moves
+
+
+def test_a_reservation_dispatcher_asked_about_its_twins_trains_reads_their_real_reservations():
+    """Rail: the dispatcher asked about another policy's episode reserves what the trains really took
+    (the env's kept plan), so asked about its own twin's it answers as the twin did at every decision."""
+    scenario = load_scenario("rail/quick")
+    domain = get_domain("rail")
+    variant = scenario.variant_names[0]
+    params = domain.params_model.model_validate(scenario.variant_params(variant))
+    envs = domain.make_eval_envs(params, [11, 12])
+    try:
+        drive = _policy(domain, "priority-reroute", params, "priority", k=2)
+        asked = _policy(domain, "priority-reroute", params, "priority", k=2)
+        episode, step, slot, feats, acts, other = play_decisions(domain, envs, drive, asked, 2)
+        words = domain.action_words(envs)
+    finally:
+        envs.close()
+    assert len(acts) > 20 and np.array_equal(acts, other)
+    assert {words[a] for a in np.unique(acts)} >= {"depart"}
+
+
+class _HoldEveryTrain:
+    """A driver that holds every train at every dispatch decision (and stops at every switch)."""
+
+    name = "hold"
+
+    def reset(self, n_envs: int) -> None:
+        pass
+
+    def bind_envs(self, envs) -> None:
+        pass
+
+    def act(self, obs, episode_start):
+        from fieldrl.domains.rail.actions import HOLD
+
+        return np.full(np.asarray(obs).shape[:2], HOLD, dtype=np.int64)
+
+
+def test_a_reservation_dispatcher_asked_about_another_policys_trains_reserves_what_they_took():
+    """The driver holds every train; the priority dispatcher is asked. Its answers must be the env's own
+    advice (the same dispatcher on the env's plan of the trains as they really move: none departed), not
+    those of a dispatcher that counts the trains it would have released as gone (it then holds others
+    back for them)."""
+    scenario = load_scenario("rail/quick")
+    domain = get_domain("rail")
+    raw = {**scenario.variant_params(scenario.variant_names[0]), "advice": True}
+    params = domain.params_model.model_validate(raw)
+    envs = domain.make_eval_envs(params, [11, 12])
+    try:
+        settings = {"k": params.shield_paths, "order": "slack", "cancel_late": True}
+        asked = _policy(domain, "priority-reroute", params, "priority", **settings)
+        episode, step, slot, feats, acts, other = play_decisions(domain, envs, _HoldEveryTrain(), asked, 2)
+    finally:
+        envs.close()
+    advised = feats[:, -8:].argmax(axis=1)  # the advice, one-hot at the end of each observation
+    assert len(other) > 20 and np.array_equal(other[:, 0], advised)
+    assert (other[step > 0, 0] == 1).sum() > 0  # it still says "depart" after the first step (DEPART = 1)
+
+
+def test_the_time_estimate_counts_the_episodes_decisions_replay():
+    from fieldrl import estimates
+    from fieldrl.evaluation import decisions
+
+    assert estimates.DECISION_EPISODES == decisions.MAX_EPISODES
+    work = estimates.workload(load_scenario("chemo/quick"))
+    assert work.explain_episodes == decisions.MAX_EPISODES + 2
+
+
+def test_one_fixed_choice_is_said_as_such_without_a_rule():
+    rng = np.random.default_rng(1)
+    feats = rng.uniform(0, 1, size=(500, 2))
+    learned = np.full(500, 3)
+    learned[:5] = 1  # 99 % one fixed choice
+    setting = _setting("discrete", 2)
+    tell = explain(_frame(feats, learned, np.ones(500, dtype=np.int64)), setting)
+    assert tell.kinds[0] == ("3 instead of 1", 0.99) and tell.rules == []

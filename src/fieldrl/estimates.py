@@ -66,6 +66,11 @@ RECURRENT_COST = {"lstm-td3": 2.0, "recurrent-ppo": 10.0}
 REFERENCE_UPDATES_PER_STEP = 0.25
 #: start-up (imports, worker processes) and the report, once per run
 FIXED_S = 10.0
+#: drawing the report's side-by-side replay (about 120 frames), once per run with two policies to show
+REPLAY_DRAW_S = 15.0
+#: held-out episodes per setting the decision differences replay (``evaluation.decisions.MAX_EPISODES``;
+#: estimates sits beside evaluation, so the number is repeated here and a test keeps the two equal)
+DECISION_EPISODES = 12
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,8 @@ class Workload:
     on_policy_steps: float = 0.0
     #: held-out episodes played again by the stress test (``stress:``), every point of every axis
     stress_episodes: int = 0
+    #: held-out episodes played again for the decision differences and the replay
+    explain_episodes: int = 0
 
     @property
     def train_steps(self) -> int:
@@ -89,9 +96,12 @@ class Workload:
     def seconds(self, domain: str) -> float:
         """Rough wall time with ``--jobs 1``."""
         speed = SPEEDS.get(domain, Speed(500.0, 100.0, 1.0))
-        episodes = self.eval_episodes + self.validation_episodes + self.stress_episodes
+        episodes = (
+            self.eval_episodes + self.validation_episodes + self.stress_episodes + self.explain_episodes
+        )
         train = self.on_policy_steps / speed.on_policy + self.off_policy_steps / speed.off_policy
-        return FIXED_S + train + episodes * speed.episode_s
+        replay = REPLAY_DRAW_S if self.explain_episodes else 0.0
+        return FIXED_S + replay + train + episodes * speed.episode_s
 
 
 def workload(scenario: Scenario) -> Workload:
@@ -120,7 +130,17 @@ def workload(scenario: Scenario) -> Workload:
         eval_episodes=eval_episodes,
         validation_episodes=n_validation * (validations * n_train + settings * heuristics_once),
         stress_episodes=_stress_episodes(scenario),
+        explain_episodes=_explain_episodes(scenario),
     )
+
+
+def _explain_episodes(scenario: Scenario) -> int:
+    """Held-out episodes the decision differences (per setting with a learned policy) and the report's
+    replay (two) play again."""
+    if not scenario.policies.learned:
+        return 0
+    per_setting = min(DECISION_EPISODES, len(scenario.seeds.eval) * scenario.episodes_per_seed)
+    return per_setting * len(scenario.variant_names) + 2
 
 
 def _stress_episodes(scenario: Scenario) -> int:

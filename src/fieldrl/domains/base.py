@@ -451,6 +451,12 @@ class Domain(ABC, Generic[P]):
         two policies are not told apart by choices that change nothing. Default: as they are."""
         return actions
 
+    def ask_problem(self, use: str, params: P) -> str | None:
+        """Why heuristic ``use`` cannot be asked what it would do in another policy's states under
+        ``params``, in words that follow "it"; None where it can. Default: the heuristic's own
+        :attr:`HeuristicSpec.why_not_askable`; a domain adds what depends on the setting."""
+        return self.heuristics[use].why_not_askable
+
     def action_words(self, envs: EvalEnvs) -> list[str] | None:
         """Words for the actions of ``envs`` (the held-out episodes just reset): a discrete action's
         values (``["hold", "go"]``), a multi-discrete action's parts, a continuous action's dimensions

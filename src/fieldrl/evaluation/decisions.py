@@ -96,17 +96,20 @@ class DecisionJob:
         return f"decisions/{slug(self.variant)}/{slug(self.learned)}/seed-{self.train_seed}.parquet"
 
 
-def askable(scenario: Scenario, domain: Domain, label: str) -> bool:
-    """Whether heuristic entry ``label`` can be asked about a state another policy drives."""
-    return why_not_askable(scenario, domain, label) is None
+def askable(scenario: Scenario, domain: Domain, label: str, variant: str | None = None) -> bool:
+    """Whether heuristic entry ``label`` can be asked about a state another policy drives in ``variant``
+    (default: the first setting)."""
+    return why_not_askable(scenario, domain, label, variant) is None
 
 
-def why_not_askable(scenario: Scenario, domain: Domain, label: str) -> str | None:
-    """Why entry ``label`` cannot be asked about another policy's states (None where it can)."""
+def why_not_askable(scenario: Scenario, domain: Domain, label: str, variant: str | None = None) -> str | None:
+    """Why entry ``label`` cannot be asked about another policy's states in ``variant`` (None where it
+    can): its own nature (``HeuristicSpec.why_not_askable``), or what the domain says of this setting."""
     entry = entry_of(scenario, label)
     if not isinstance(entry, HeuristicEntry):
         return "is not a standard policy"
-    return domain.heuristics[entry.use].why_not_askable
+    params = domain.params_model.model_validate(scenario.variant_params(variant or scenario.variant_names[0]))
+    return domain.ask_problem(entry.use, params)
 
 
 def standard_to_ask(
@@ -116,7 +119,7 @@ def standard_to_ask(
     standard policy if it can be asked, else the best (primary KPI) of those that can be."""
     entry = summary["variants"].get(variant, {})
     best = entry.get("best_heuristic")
-    if best is None or askable(scenario, domain, best):
+    if best is None or askable(scenario, domain, best, variant):
         return best, None
     primary = runner.primary_kpi(scenario, domain)
     sign = 1.0 if primary.higher_is_better else -1.0
@@ -126,9 +129,9 @@ def standard_to_ask(
         if name in oracles or not any(e.label == name for e in scenario.policies.heuristics):
             continue
         mean = stats.get(primary.name, {}).get("mean", {}).get("value")
-        if askable(scenario, domain, name) and mean is not None and np.isfinite(mean):
+        if askable(scenario, domain, name, variant) and mean is not None and np.isfinite(mean):
             scored.append((sign * float(mean), name))
-    reason = why_not_askable(scenario, domain, best)
+    reason = why_not_askable(scenario, domain, best, variant)
     why = f"{best} cannot be asked about a state it is not driving: it {reason}"
     if not scored:
         return None, why + "; no other standard policy of this run can be asked"
@@ -196,8 +199,8 @@ def play_decisions(
     obs = envs.reset()
     learned.reset(n)
     standard.reset(n)
-    standard.observe_envs(envs)  # first: the driving policy's own binding is the one that holds
     learned.bind_envs(envs)
+    standard.observe_envs(envs)  # after: asked policies change nothing the driving policy set up
     episode_start = np.ones(n, dtype=bool)
     active = np.ones(n, dtype=bool)
     parts: list[tuple[np.ndarray, ...]] = []

@@ -677,6 +677,21 @@ def make_replay(
 
 
 def _png(frame: np.ndarray) -> bytes:
+    """A storyboard still as PNG, its blank margins trimmed (the frame canvas is fixed for the animation;
+    on a page the empty bands above and below a wide map would only push the next frame away)."""
     import imageio.v3 as iio
 
-    return bytes(iio.imwrite("<bytes>", frame, extension=".png"))
+    return bytes(iio.imwrite("<bytes>", trim_margins(frame), extension=".png"))
+
+
+def trim_margins(frame: np.ndarray, pad: int = 8) -> np.ndarray:
+    """``frame`` (rows, columns, channels) without the rows and columns that are all the corner's colour,
+    keeping ``pad`` pixels of it around what is drawn."""
+    background = frame[0, 0]
+    drawn = np.any(frame != background, axis=-1)
+    rows, cols = np.flatnonzero(drawn.any(axis=1)), np.flatnonzero(drawn.any(axis=0))
+    if not len(rows):
+        return frame
+    top, bottom = max(rows[0] - pad, 0), min(rows[-1] + pad + 1, frame.shape[0])
+    left, right = max(cols[0] - pad, 0), min(cols[-1] + pad + 1, frame.shape[1])
+    return frame[top:bottom, left:right]

@@ -282,3 +282,32 @@ def stress_map(
         ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return png_bytes(fig)
+
+
+def agreement_by_progress(
+    progress: np.ndarray, same: np.ndarray, learned: str, standard: str, bins: int = 10
+) -> bytes:
+    """Share of decisions on which ``learned`` decides as ``standard`` would, by how far through its
+    episode each decision was (``progress`` in [0, 1]), with the number of decisions under each bar."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    where = np.clip(np.digitize(progress, edges[1:-1]), 0, bins - 1)
+    counts = np.bincount(where, minlength=bins)
+    agree = np.bincount(where, weights=same.astype(float), minlength=bins)
+    share = np.divide(100.0 * agree, counts, out=np.full(bins, np.nan), where=counts > 0)
+    fig, ax = plt.subplots(figsize=(6.5, 2.2))
+    centres = (edges[:-1] + edges[1:]) / 2 * 100
+    ax.bar(centres, np.nan_to_num(share), width=100 / bins * 0.85, color="#1f77b4", alpha=0.8)
+    for x, n, value in zip(centres, counts, share, strict=True):
+        if n:
+            ax.annotate(f"{n:,}", (x, np.nan_to_num(value)), fontsize=6, ha="center", va="bottom",
+                        xytext=(0, 1), textcoords="offset points")  # fmt: skip
+    ax.set_ylim(0, 109)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel(
+        "how far through the episode (% of its steps); the number of decisions on each bar", fontsize=7
+    )
+    ax.set_ylabel(textwrap.fill(f"{learned} decides as {standard} (%)", 30), fontsize=7)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return png_bytes(fig)

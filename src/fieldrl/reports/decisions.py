@@ -18,6 +18,7 @@ from reportlab.lib.units import cm
 from reportlab.platypus import KeepTogether, Paragraph
 
 from fieldrl.evaluation.decisions import DecisionSetting, DecisionSummary, read_decisions
+from fieldrl.reportkit import figures
 from fieldrl.reportkit.context import ReportContext
 from fieldrl.reportkit.layout import text_table
 
@@ -105,6 +106,8 @@ class Rule:
 @dataclass
 class DecisionStory:
     agreement: float
+    same: np.ndarray  # per decision: the two decide alike
+    progress: np.ndarray  # per decision: how far through its episode (0 first step, 1 last)
     decisions: int
     kinds: list[tuple[str, float]]  # the commonest differences, share of all decisions
     rules: list[Rule]
@@ -130,11 +133,12 @@ def explain(frame: pd.DataFrame, setting: DecisionSetting) -> DecisionStory:
 
     labels = difference_labels(frame, setting)
     n = len(labels)
+    same, progress = labels == SAME, episode_progress(frame)
     agreement = float(np.mean(labels == SAME)) if n else float("nan")
     counts = Counter(label for label in labels if label != SAME)
     kinds = [(label, count / n) for label, count in counts.most_common(KINDS)]
-    if n < MIN_DECISIONS or not counts:
-        return DecisionStory(agreement, n, kinds, [], float("nan"))
+    if n < MIN_DECISIONS or not counts or kinds[0][1] >= RULE_AGAIN:  # too few, none, or one fixed choice
+        return DecisionStory(agreement, same, progress, n, kinds, [], float("nan"))
     kept = {label for label, _ in kinds}
     target = np.array([lab if lab == SAME or lab in kept else "other" for lab in labels], dtype=object)
     features = frame[[f"f{k}" for k in range(len(setting.features))]].to_numpy(dtype=float)
@@ -163,7 +167,18 @@ def explain(frame: pd.DataFrame, setting: DecisionSetting) -> DecisionStory:
         )
     rules = [r for r in rules if r.fidelity >= MIN_FIDELITY]  # else it says what mostly does not happen
     rules.sort(key=lambda r: -r.support * r.fidelity)
-    return DecisionStory(agreement, n, kinds, rules[:MAX_RULES], float(np.mean(predicted == target)))
+    return DecisionStory(
+        agreement, same, progress, n, kinds, rules[:MAX_RULES], float(np.mean(predicted == target))
+    )
+
+
+def episode_progress(frame: pd.DataFrame) -> np.ndarray:
+    """Per decision, how far through its episode it was: its step over the episode's last recorded step."""
+    if frame.empty or "step" not in frame.columns:
+        return np.zeros(len(frame))
+    keys = [c for c in ("train_seed", "eval_seed", "episode") if c in frame.columns]
+    last = frame.groupby(keys)["step"].transform("max") if keys else frame["step"].max()
+    return (frame["step"] / np.maximum(last, 1)).to_numpy(dtype=float)
 
 
 def _leaf_bounds(tree: Any, leaf: int) -> dict[int, list[float]]:
@@ -234,6 +249,13 @@ def _setting_block(
     )
     if tell.agreement >= RULE_AGAIN:
         head += f" In effect it is {standard} again: it has not learned a different way to decide."
+    elif tell.kinds and tell.kinds[0][1] >= RULE_AGAIN:
+        top, share = tell.kinds[0]
+        head += (
+            f" Nearly always ({share:.1%} of decisions) {_sentence(top, setting)}: one fixed choice whatever "
+            "the state, so no rule is needed to say when (a standard policy that makes that choice would "
+            "be worth testing)."
+        )
     elif tell.kinds:
         top, share = tell.kinds[0]
         head += f" Its commonest difference: {_sentence(top, setting)} ({share:.0%} of decisions)."
@@ -256,10 +278,13 @@ def _setting_block(
             )
     elif tell.agreement < 1 and tell.decisions < MIN_DECISIONS:
         out.append(ctx.para(f"Too few decisions ({tell.decisions}) to say when they differ.", "Small"))
-    elif tell.agreement < RULE_AGAIN:
+    elif tell.agreement < RULE_AGAIN and not (tell.kinds and tell.kinds[0][1] >= RULE_AGAIN):
         out.append(
             ctx.para("The differences are scattered: no region of the features holds most of them.", "Small")
         )
+    if tell.decisions >= MIN_DECISIONS and tell.agreement < 1:
+        png = figures.agreement_by_progress(tell.progress, tell.same, learned, str(standard))
+        out.append(ctx.figure(f"decisions-{where or 'default'}", png, max_height=5 * cm))
     if tell.kinds:
         rows = [["what differs", "share of decisions"]]
         rows += [[_sentence(label, setting), f"{share:.1%}"] for label, share in tell.kinds]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reportlab.lib.units import cm
 from reportlab.platypus import KeepTogether, Paragraph, Spacer, Table, TableStyle
 
 from fieldrl.evaluation.replay import KIND_WORDS, ReplayRecord, ReplaySide, read_replays
@@ -21,6 +22,8 @@ HEADING = "Side by side: one held-out case, two policies"
 #: drawn (two to a row shrank their labels to 3 points)
 COLUMNS = 1
 GUTTER = 8.0
+#: a storyboard frame is at most this tall (narrower where it would be taller): three fit on a page
+FRAME_HEIGHT = 7.5 * cm
 
 
 def _who(side: ReplaySide) -> str:
@@ -81,7 +84,7 @@ def replay_pages(ctx: ReportContext, folder: RunFolder) -> list[Any]:
             f"Step {frame.step}: return so far {left.policy} {frame.returns[0]:.4g}, "
             f"{right.policy} {frame.returns[1]:.4g}"
         )
-        cells.append([image(png, width), ctx.para(caption, "Small")])
+        cells.append([image(png, width, FRAME_HEIGHT), ctx.para(caption, "Small")])
     rows = [cells[i : i + COLUMNS] for i in range(0, len(cells), COLUMNS)]
     rows[-1] += [""] * (COLUMNS - len(rows[-1]))
     grid = Table(rows, colWidths=[width + GUTTER / 2] * COLUMNS, hAlign="LEFT")

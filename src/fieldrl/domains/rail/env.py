@@ -59,7 +59,7 @@ from fieldrl.domains.rail.deadlock import deadlocked
 from fieldrl.domains.rail.levels import LEVELS, Level, load_rail_env, make_rail_env, read_env_file
 from fieldrl.domains.rail.network import DC, DR, TURNS, RailNetwork
 from fieldrl.domains.rail.observation import OBS_SIZE, OWN, PathLookahead, build_observations
-from fieldrl.domains.rail.reservation import Shield
+from fieldrl.domains.rail.reservation import EpisodePlan, Shield
 
 SEMI_ACTIONS = ("noop", "depart", "hold", "cancel", "left", "forward", "right", "stop")
 #: Flatland actions
@@ -407,6 +407,19 @@ class RailParallelEnv(ParallelEnv):
         self.shield = False
         if not self.advice:
             self._shield = None
+
+    def keep_plan(self, k: int) -> None:
+        """Keep the reservation plan of the trains as they move (every departure and exit taken is
+        recorded), without masking anything: what a reservation dispatcher asked about this episode's
+        states reads (decision differences). A shield or the advice keeps one already."""
+        if self._shield is None:
+            self._shield = Shield(self, k)
+
+    def kept_plan(self) -> EpisodePlan:
+        """The plan :meth:`keep_plan` (or the shield, or the advice) keeps."""
+        if self._shield is None:
+            raise RuntimeError("kept_plan needs keep_plan (or the shield, or the advice) first")
+        return self._shield.plan
 
     def _follow_plans(self) -> None:
         if self._shield is not None:

@@ -88,9 +88,14 @@ class _Dispatcher(Policy):
     def bind_envs(self, envs: Any) -> None:
         for env in envs.envs:
             env.disable_shield()  # a dispatcher is judged on its own rules, not the learned policy's shield
-        self.observe_envs(envs)
+        self._attach(envs)
 
     def observe_envs(self, envs: Any) -> None:
+        """Asked about another policy's episodes: the learned policy's shield stays as it is."""
+        self._attach(envs)
+
+    def _attach(self, envs: Any) -> None:
+        """Read the episodes of ``envs`` from now on (per-episode state starts afresh)."""
         self.envs = envs
         self.plans = [EpisodePlan(env) for env in envs.envs]
 
@@ -137,8 +142,8 @@ class ShortestPath(_Dispatcher):
 class FlatlandShortestPath(_Dispatcher):
     """Flatland's ``ShortestPathPolicy``: depart at once, then follow the path it fixes per train."""
 
-    def observe_envs(self, envs: Any) -> None:
-        super().observe_envs(envs)
+    def _attach(self, envs: Any) -> None:
+        super()._attach(envs)
         self._policies: list[Any] = [None] * len(envs.envs)
         self._episodes: list[Any] = [None] * len(envs.envs)
 
@@ -180,10 +185,24 @@ class ReservationDispatcher(_Dispatcher):
         super().__init__(name)
         self.k, self.order, self.cancel_late = k, order, cancel_late
         self._paths: list[dict[int, list[list[Cell]]]] = []
+        self._observing = False
+
+    def bind_envs(self, envs: Any) -> None:
+        super().bind_envs(envs)
+        self._observing = False
+
+    def _attach(self, envs: Any) -> None:
+        super()._attach(envs)
+        self._paths = [{} for _ in envs.envs]
 
     def observe_envs(self, envs: Any) -> None:
+        """Asked about the states another policy drives: reservations are those of the trains as they
+        really move (the env's own plan, which records every departure and exit taken), not of the
+        trains this dispatcher would have released."""
         super().observe_envs(envs)
-        self._paths = [{} for _ in envs.envs]
+        self._observing = True
+        for env in envs.envs:
+            env.keep_plan(self.k)
 
     def candidates(self, e: int, env: RailParallelEnv, i: int) -> list[list[Cell]]:
         cache = self._paths[e]
@@ -201,7 +220,7 @@ class ReservationDispatcher(_Dispatcher):
         return slack
 
     def decide(self, e: int, env: RailParallelEnv) -> dict[int, int]:
-        plan = self.plans[e]
+        plan = env.kept_plan().copy() if self._observing else self.plans[e]
         plan.update()
         out, paths = release_decisions(
             env,
@@ -241,16 +260,12 @@ HEURISTICS: dict[str, HeuristicSpec] = {
         lambda s, p, name: ReservationDispatcher(name, k=1, order="slack", cancel_late=False),
         "Shortest paths; a train waits while any train on the map uses an edge of its path in the opposite "
         "direction; waiting trains released by least slack.",
-        # its reservations are the paths of the trains it released, not of those another policy released
-        not_askable="reserves the paths of the trains it released itself",
     ),
     "priority-reroute": HeuristicSpec(
         PrioritySettings,
         lambda s, p, name: ReservationDispatcher(name, k=s.k, order=s.order, cancel_late=s.cancel_late),
         "As deadlock-avoiding, choosing the shortest conflict-free of k shortest paths, a configurable "
         "release order, and cancelling trains that can no longer arrive in time.",
-        # its reservations are the paths of the trains it released, not of those another policy released
-        not_askable="reserves the paths of the trains it released itself",
     ),
 }
 

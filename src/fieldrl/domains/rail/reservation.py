@@ -83,6 +83,14 @@ class EpisodePlan:
         self.at: dict[int, int] = {}
         self.reserved: Counter[tuple[Cell, Cell]] = Counter()
 
+    def copy(self) -> EpisodePlan:
+        """An independent plan with the same paths, progress and reservations."""
+        twin = EpisodePlan(self.env)
+        twin.path = {i: list(p) for i, p in self.path.items()}
+        twin.at = dict(self.at)
+        twin.reserved = Counter(self.reserved)
+        return twin
+
     def reserve(self, i: int, path: list[Cell]) -> None:
         self.path[i], self.at[i] = path, 0
         self.reserved.update(edges(path))

@@ -74,6 +74,13 @@ class UavDomain(ParallelDomain[UavParams]):
         return info_keys(params)
 
     # -- decision differences (words in :mod:`fieldrl.domains.uav.decisions`)
+    def ask_problem(self, use: str, params: UavParams) -> str | None:
+        if use == "pipeline-fixed" and not params.pipeline:
+            return (
+                "answers with the pipeline's allocation actions, which mean other moves without the pipeline"
+            )
+        return super().ask_problem(use, params)
+
     def decision_features(self, envs: Any, n_features: int) -> list[str]:
         from fieldrl.domains.uav.decisions import features
 
