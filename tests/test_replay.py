@@ -199,3 +199,17 @@ def test_a_replay_folder_that_leads_outside_the_run_is_refused(run_copy, tmp_pat
     (run_copy / "replay").symlink_to(outside)
     one_line_exit_2(["replay", str(run_copy), "--quiet"], "outside the run folder")
     assert not any(outside.iterdir())
+
+
+def test_episodes_with_a_clock_are_shown_at_the_same_time_not_the_same_step():
+    """A policy deciding every 10 s beside one deciding every 5 s: each moment shows both at one time."""
+    slow = [{"step": k, "clock": 10 * k, "return": 0.0} for k in range(4)]  # 0, 10, 20, 30 s
+    fast = [{"step": k, "clock": 5 * k, "return": 0.0} for k in range(7)]  # 0, 5, ..., 30 s
+    moments, times = replay.timeline([slow, fast])
+    assert times == [0, 5, 10, 15, 20, 25, 30]
+    assert moments == [(0, 0), (0, 1), (1, 2), (1, 3), (2, 4), (2, 5), (3, 6)]
+    for (a, b), t in zip(moments, times, strict=True):
+        assert slow[a]["clock"] <= t and fast[b]["clock"] == t  # the latest snapshot at or before t
+    no_clock = [{"step": k, "return": 0.0} for k in range(3)]
+    moments, times = replay.timeline([no_clock, fast])
+    assert times is None and moments[-1] == (2, 6) and len(moments) == 7  # by step: the ended one holds

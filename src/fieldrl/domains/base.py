@@ -421,7 +421,9 @@ class Domain(ABC, Generic[P]):
 
         Called after ``reset`` and after every step. The replay adds ``step``, ``reward`` (of the last
         step), ``return`` (so far) and ``action`` (the action that led here; None after reset) itself.
-        Default: nothing more.
+        A ``clock`` (the simulator's time, a number comparable between policies) makes the replay show
+        both episodes at the same time rather than the same step: where policies decide at different
+        intervals, or the simulator skips idle steps. Default: nothing more.
         """
         return {}
 

@@ -288,6 +288,29 @@ def _snapshot(
     return snapshot
 
 
+def timeline(histories: Sequence[list[dict[str, Any]]]) -> tuple[list[tuple[int, ...]], list[float] | None]:
+    """The replay's moments: per moment, the snapshot each episode shows then, and (where both episodes'
+    snapshots carry a ``clock``, the simulator's time) the time of each moment.
+
+    By step where there is no clock: moment ``k`` is step ``k`` of both (an episode that ended shows its
+    last). By clock where there is: every time either episode has a snapshot at, each episode showing
+    its latest snapshot at or before it, so that a policy deciding every 10 s and one deciding every
+    5 s (or one whose idle steps the simulator skips) are seen at the same moment, not the same step.
+    """
+    clocks = [[h.get("clock") for h in history] for history in histories]
+    if all(all(isinstance(c, (int, float)) for c in side) for side in clocks):
+        import bisect
+
+        times = sorted({float(c) for side in clocks for c in side})
+        index = [
+            tuple(max(bisect.bisect_right(side, t) - 1, 0) for side in clocks)  # type: ignore[arg-type]
+            for t in times
+        ]
+        return index, times
+    n = max(len(h) for h in histories)
+    return [tuple(min(k, len(h) - 1) for h in histories) for k in range(n)], None
+
+
 def sample_steps(n_snapshots: int, max_frames: int = MAX_FRAMES) -> list[int]:
     """At most ``max_frames`` snapshot indices, evenly spread, the first and the last always."""
     if n_snapshots <= max_frames:
@@ -368,11 +391,11 @@ class FrameCanvas:
         domain: Domain,
         sides: Sequence[Side],
         histories: Sequence[list[dict[str, Any]]],
-        k: int,
+        at: tuple[int, ...],
         header: str,
         dpi: int,
     ) -> np.ndarray:
-        """Step ``k`` of both episodes, side by side under ``header``, as an RGB array."""
+        """Snapshot ``at[i]`` of episode ``i``, side by side under ``header``, as an RGB array."""
         fig = self.fig
         if self.reuse and self.axes:
             for ax in self.axes:
@@ -384,15 +407,15 @@ class FrameCanvas:
             self.axes = list(fig.subplots(1, 2))
             fig.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.8, wspace=0.3)
         fig.set_dpi(dpi)
-        for ax, side, history in zip(self.axes, sides, histories, strict=True):
+        for ax, side, history, k in zip(self.axes, sides, histories, at, strict=True):
             shown, ended = _at(history, k)
             domain.draw_replay(ax, shown, _title(side, shown[-1], ended))
         shape = (len(fig.axes), *(len(ax.child_axes) for ax in self.axes))
         if self.reuse and self._shape is not None and shape != self._shape:
             self.reuse = False  # the domain adds axes at every call: start each frame afresh
-            return self.draw(domain, sides, histories, k, header, dpi)
+            return self.draw(domain, sides, histories, at, header, dpi)
         self._shape = shape
-        fig.text(0.5, 0.99, f"{header}: step {k}", fontsize=9, ha="center", va="top")
+        fig.text(0.5, 0.99, header, fontsize=9, ha="center", va="top")
         fig.canvas.draw()
         return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
 
@@ -424,6 +447,9 @@ class Rendered:
     steps: list[int]
     divergences: list[float]
     storyboard: list[int]
+    #: per sampled moment: the snapshot each episode shows, and its time where the episodes have a clock
+    shown: list[tuple[int, ...]]
+    clocks: list[float] | None
     frames: list[np.ndarray]
     stills: dict[int, bytes]
     fps: float
@@ -448,12 +474,11 @@ def render(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = sample_steps(max(len(h) for h in histories), max_frames)
-    last = [len(h) - 1 for h in histories]
-    divergences = [
-        float(domain.replay_divergence(histories[0][min(k, last[0])], histories[1][min(k, last[1])]))
-        for k in steps
-    ]
+    moments, times = timeline(histories)
+    steps = sample_steps(len(moments), max_frames)
+    shown = [moments[k] for k in steps]
+    clocks = None if times is None else [times[k] for k in steps]
+    divergences = [float(domain.replay_divergence(histories[0][a], histories[1][b])) for a, b in shown]
     board = [steps[i] for i in storyboard_positions(divergences)]
     fig = plt.figure(figsize=FRAME_INCHES)
     canvas = FrameCanvas(fig)
@@ -461,16 +486,24 @@ def render(
         what = f"draw {len(steps)} frames"
         on_event(("start", what, len(steps)))
         frames = []
-        for i, k in enumerate(steps):
-            frames.append(canvas.draw(domain, sides, histories, k, header, FRAME_DPI))
+
+        def title(i: int) -> str:
+            return f"{header}: " + (f"step {steps[i]}" if clocks is None else f"time {clocks[i]:g}")
+
+        for i in range(len(steps)):
+            frames.append(canvas.draw(domain, sides, histories, shown[i], title(i), FRAME_DPI))
             on_event(("update", what, i + 1))
-        stills = {k: _png(canvas.draw(domain, sides, histories, k, header, STORYBOARD_DPI)) for k in board}
+        stills = {
+            steps[i]: _png(canvas.draw(domain, sides, histories, shown[i], title(i), STORYBOARD_DPI))
+            for i in (steps.index(k) for k in board)
+        }
         on_event(("done", what, len(steps)))
     finally:
         plt.close(fig)
     fps = float(min(12.0, max(2.0, len(frames) / ANIMATION_SECONDS)))
     mp4, mp4_note = encode_mp4(frames, fps)
-    return Rendered(steps, divergences, board, frames, stills, fps, encode_gif(frames, fps), mp4, mp4_note)
+    gif = encode_gif(frames, fps)
+    return Rendered(steps, divergences, board, shown, clocks, frames, stills, fps, gif, mp4, mp4_note)
 
 
 def encode_gif(frames: Sequence[np.ndarray], fps: float) -> bytes:
@@ -547,6 +580,8 @@ class StoryboardFrame(_Strict):
     divergence: float
     returns: list[float] = Field(min_length=2, max_length=2)
     file: str = Field(pattern=FILE_NAME)
+    #: the simulator's time of the moment, where the episodes are aligned by it (None: by step)
+    clock: float | None = None
 
 
 class ReplayRecord(_Strict):
@@ -626,7 +661,6 @@ def make_replay(
         on_event(("done", what, 1))
     where = "" if plan.variant == "default" else f", setting {plan.variant}"
     drawn = render(domain, plan.sides, played, f"held-out seed {plan.seed}{where}", on_event)
-    last = [len(h) - 1 for h in played]
     record = ReplayRecord(
         domain=domain.name,
         variant=plan.variant,
@@ -650,11 +684,13 @@ def make_replay(
         storyboard=[
             StoryboardFrame(
                 step=k,
-                divergence=drawn.divergences[drawn.steps.index(k)],
-                returns=[float(played[i][min(k, last[i])]["return"]) for i in range(2)],
+                divergence=drawn.divergences[j],
+                returns=[float(played[i][drawn.shown[j][i]]["return"]) for i in range(2)],
                 file=f"storyboard-step-{k}.png",
+                clock=None if drawn.clocks is None else drawn.clocks[j],
             )
             for k in drawn.storyboard
+            for j in [drawn.steps.index(k)]
         ],
         fps=drawn.fps,
         gif=GIF_FILE,

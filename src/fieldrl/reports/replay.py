@@ -80,8 +80,9 @@ def replay_pages(ctx: ReportContext, folder: RunFolder) -> list[Any]:
     cells = []
     for frame in record.storyboard:
         png = folder.read_verified(f"{record.folder}/{frame.file}", "run `fieldrl replay RUN_DIR` again")
+        moment = f"Step {frame.step}" if frame.clock is None else f"Time {frame.clock:g}"
         caption = (
-            f"Step {frame.step}: return so far {left.policy} {frame.returns[0]:.4g}, "
+            f"{moment}: return so far {left.policy} {frame.returns[0]:.4g}, "
             f"{right.policy} {frame.returns[1]:.4g}"
         )
         cells.append([image(png, width, FRAME_HEIGHT), ctx.para(caption, "Small")])

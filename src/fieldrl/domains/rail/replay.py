@@ -113,6 +113,7 @@ def snapshot(envs: ParallelLockstepEnvs, index: int) -> dict[str, Any]:
         "targets": np.array([next(iter(a.targets))[0] for a in agents], dtype=np.int16).reshape(n, 2),
         "trail": env.position_history()[-TRAIL:],
         "time": int(env.fl._elapsed_steps),
+        "clock": int(env.fl._elapsed_steps),  # the replay aligns the two episodes by it
         "max_time": int(env.max_steps),
     }
 

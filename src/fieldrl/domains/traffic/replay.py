@@ -152,6 +152,7 @@ def snapshot(envs: ParallelLockstepEnvs, index: int) -> dict[str, Any]:
     return {
         **{k: v for k, v in geo.items() if not k.startswith("_")},
         "time_s": int(env.time_s),
+        "clock": int(env.time_s),  # the replay aligns the two episodes by it (decision intervals differ)
         "halting": np.array([env.halting(lane) for lane in geo["lane_ids"]], dtype=np.int16),
         "light_signal": np.array(light_signal, dtype=np.int8),
         "crossing_signal": np.array(cross_signal, dtype=np.int8),
