@@ -105,7 +105,19 @@ def test_cli_backend_arguments_are_checked(tmp_path):
     assert result.exit_code == 2 and "SCENARIO is missing" in result.output
 
 
-def test_ray_backend_gives_the_local_results(scenario_data, tmp_path):
+@pytest.fixture
+def ray_alone(tmp_path_factory):
+    """One Ray test at a time across the xdist workers: one test's `ray stop --force` would stop the
+    cluster the other is running on."""
+    import fcntl
+
+    lock = tmp_path_factory.getbasetemp().parent / "ray-tests.lock"  # shared by every worker
+    with open(lock, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def test_ray_backend_gives_the_local_results(scenario_data, tmp_path, ray_alone):
     scenario = _write(tmp_path, scenario_data)
     local = fieldrl.run(scenario, out=tmp_path / "local", show_progress=False)
     on_ray = fieldrl.run(
@@ -143,7 +155,7 @@ def test_a_crashing_simulator_fails_only_its_episode(scenario_data, tmp_path, mo
     assert "Failed episodes" in pdf_text(result.report)
 
 
-def test_joining_a_ray_cluster_by_address(scenario_data, tmp_path):
+def test_joining_a_ray_cluster_by_address(scenario_data, tmp_path, ray_alone):
     """The multi-machine recipe, on one machine: `ray start --head`, then `--address`."""
     import shutil
     import socket

@@ -326,9 +326,6 @@ def evaluate(
     recorded = folder.hashes()
     if not resume:
         _forget_partials(folder)
-        _forget_stress(folder)
-        _forget_replays(folder)
-        _forget_decisions(folder)
         recorded = folder.hashes()
     todo = [job for job in every if runner.partial_results(job)[0] not in recorded]
     _play(folder, scenario, todo, jobs, show_progress, trust, "evaluation")
@@ -361,6 +358,10 @@ def evaluate(
     folder.write_json("summary.json", summary, record=False)
     folder.record(*written)
     _forget_partials(folder)
+    if not resume:  # what was made from the previous results goes only once the new ones are written
+        _forget_stress(folder)
+        _forget_replays(folder)
+        _forget_decisions(folder)
     _record_decisions(folder, scenario, summary, jobs, show_progress, trust)
     return results
 
