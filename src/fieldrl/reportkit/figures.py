@@ -38,6 +38,21 @@ def legend_below(ax: Any, handles: list[Any], ncol: int, **options: Any) -> None
     )
 
 
+def stacked_panels(ax: Any, upper_from: float, lower_height: float, xlabel_y: float) -> tuple[Any, Any]:
+    """Two panels inside ``ax``: the upper one from ``upper_from`` (a share of ``ax``'s height) to the top,
+    the lower one from the bottom up to ``lower_height``. Made on the first call and found again on the
+    next ones (a replay keeps its axes between frames; making them is the slow part); their labels sit
+    at fixed places (placing them around the ticks is slow too)."""
+    if len(ax.child_axes) == 2:
+        return ax.child_axes[0], ax.child_axes[1]
+    upper = ax.inset_axes((0.0, upper_from, 1.0, 1.0 - upper_from))
+    lower = ax.inset_axes((0.0, 0.0, 1.0, lower_height))
+    for panel in (upper, lower):
+        panel.yaxis.set_label_coords(-0.11, 0.5)
+    lower.xaxis.set_label_coords(0.5, xlabel_y)
+    return upper, lower
+
+
 def png_bytes(fig: plt.Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=150, bbox_inches="tight")

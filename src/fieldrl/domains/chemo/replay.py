@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from fieldrl.reportkit.figures import stacked_panels
 from fieldrl.simulators.chemo import DEATH_FRACTION, DT
 
 TUMOUR_COLOR = "#d62728"
@@ -47,15 +48,8 @@ def _dose(snap: dict[str, Any]) -> float:
 
 
 def _panels(ax: Any) -> tuple[Any, Any]:
-    """The cells panel above and the drug panel below, inside ``ax``: made on the first call, found
-    again on the next ones (the replay keeps the axes between frames; making them is the slow part)."""
-    if len(ax.child_axes) == 2:
-        return ax.child_axes[0], ax.child_axes[1]
-    cells, drug = ax.inset_axes((0.0, 0.42, 1.0, 0.58)), ax.inset_axes((0.0, 0.0, 1.0, 0.34))
-    for panel in (cells, drug):  # labels at fixed places: placing them around the ticks is slow
-        panel.yaxis.set_label_coords(-0.11, 0.5)
-    drug.xaxis.set_label_coords(0.5, -0.3)
-    return cells, drug
+    """The cells panel above and the drug panel below, inside ``ax``."""
+    return stacked_panels(ax, upper_from=0.42, lower_height=0.34, xlabel_y=-0.3)
 
 
 def key(ax: Any, entries: Sequence[tuple[str, str]], x: float = 0.01) -> None:

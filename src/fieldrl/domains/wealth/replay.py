@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from fieldrl.reportkit.figures import stacked_panels
+
 WEALTH_COLOR = "#1f77b4"
 TAKEN_COLOR = "#2ca02c"
 MISSED_COLOR = "#d62728"
@@ -50,15 +52,8 @@ def _portfolio(snap: dict[str, Any]) -> float:
 
 
 def _panels(ax: Any) -> tuple[Any, Any]:
-    """The wealth panel above and the portfolio panel below, inside ``ax``: made on the first call, found
-    again on the next ones (the replay keeps the axes between frames; making them is the slow part)."""
-    if len(ax.child_axes) == 2:
-        return ax.child_axes[0], ax.child_axes[1]
-    money, risk = ax.inset_axes((0.0, 0.36, 1.0, 0.64)), ax.inset_axes((0.0, 0.0, 1.0, 0.26))
-    for panel in (money, risk):  # labels at fixed places: placing them around the ticks is slow
-        panel.yaxis.set_label_coords(-0.11, 0.5)
-    risk.xaxis.set_label_coords(0.5, -0.38)
-    return money, risk
+    """The wealth panel above and the portfolio panel below, inside ``ax``."""
+    return stacked_panels(ax, upper_from=0.36, lower_height=0.26, xlabel_y=-0.38)
 
 
 def draw(ax: Any, history: Sequence[dict[str, Any]], title: str) -> None:
