@@ -155,10 +155,18 @@ def test_a_crashing_simulator_fails_only_its_episode(scenario_data, tmp_path, mo
     assert "Failed episodes" in pdf_text(result.report)
 
 
-def test_joining_a_ray_cluster_by_address(scenario_data, tmp_path, ray_alone):
-    """The multi-machine recipe, on one machine: `ray start --head`, then `--address`."""
+def test_joining_a_ray_cluster_by_address(scenario_data, tmp_path, ray_alone, monkeypatch):
+    """The multi-machine recipe, on one machine: `ray start --head`, then `--address`.
+
+    As on a fresh machine: a home of its own. A local Ray run (the test above) leaves
+    ``~/.ray/auth_token``, and with it the head asks for a token the join does not give (a known
+    defect, not yet fixed: see the issue notes of 2026-12-07).
+    """
     import shutil
     import socket
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
 
     ray_cli = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
     with socket.socket() as s:
