@@ -158,15 +158,19 @@ def test_a_crashing_simulator_fails_only_its_episode(scenario_data, tmp_path, mo
 def test_joining_a_ray_cluster_by_address(scenario_data, tmp_path, ray_alone, monkeypatch):
     """The multi-machine recipe, on one machine: `ray start --head`, then `--address`.
 
-    As on a fresh machine: a home of its own. A local Ray run (the test above) leaves
-    ``~/.ray/auth_token``, and with it the head asks for a token the join does not give (a known
-    defect, not yet fixed: see the issue notes of 2026-12-07).
+    In a home of its own that a local Ray run has already left ``~/.ray/auth_token`` in: the head
+    then asks for that token, and the join must send it (it once did not: Ray reads its
+    authentication mode once per process). The session leaves ``RAY_AUTH_MODE`` as it found it.
     """
+    import secrets
     import shutil
     import socket
 
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    (tmp_path / "home").mkdir()
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text(secrets.token_hex(32))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
 
     ray_cli = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
     with socket.socket() as s:
@@ -193,6 +197,7 @@ def test_joining_a_ray_cluster_by_address(scenario_data, tmp_path, ray_alone, mo
             ],
         )
         assert result.exit_code == 0, result.output
+        assert "RAY_AUTH_MODE" not in os.environ
         local = fieldrl.run(scenario, out=tmp_path / "local", show_progress=False).results
         pd.testing.assert_frame_equal(local, pd.read_parquet(tmp_path / "r/results.parquet"))
     finally:

@@ -214,9 +214,10 @@ def _execute_ray(
     except ImportError:  # check_address refused this before anything was written
         raise FieldrlError(RAY_MISSING) from None
     started_here = not ray.is_initialized()
-    if started_here:
-        _init_ray(ray, jobs, address)
+    saved_auth_mode = os.environ.get("RAY_AUTH_MODE")
     try:
+        if started_here:
+            _init_ray(ray, jobs, address)
         events = Queue()
         remote = ray.remote(num_cpus=1, max_retries=0)(_ray_job)
         refs = {remote.remote(func, args, events): i for i, args in enumerate(calls)}
@@ -238,6 +239,8 @@ def _execute_ray(
     finally:
         if started_here:
             ray.shutdown()
+            if os.environ.get("RAY_AUTH_MODE") != saved_auth_mode:
+                _set_ray_auth_mode(saved_auth_mode)
 
 
 class BackendUnavailable(FieldrlError):
@@ -312,28 +315,57 @@ def _read_at_most(conn: socket.socket, n: int, timeout_s: float) -> bytes:
 def _init_ray(ray: Any, jobs: int, address: str | None) -> None:
     """Start a local Ray instance, or join the cluster at ``address``.
 
-    Ray 2.5x clusters started with ``ray start`` require the token in ``~/.ray/auth_token``;
-    the driver only sends it with ``RAY_AUTH_MODE=token``, so a refused connection is retried
-    once in that mode when the token file exists.
+    Ray 2.59+ starts local clusters (``ray start --head`` included) with token authentication and keeps
+    the token in ``~/.ray/auth_token``, but a driver joining by address only sends it in token mode
+    (the default for all clusters from Ray 2.61). Where a token is at hand the join uses token mode, as
+    Ray's own local start does; a head without authentication accepts it too. The caller restores the
+    mode when the session ends.
     """
     if address is None:
-        ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        # "local": a new instance of our own, even where `ray start` left a cluster running here
+        ray.init(
+            address="local",
+            num_cpus=jobs,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
         return
     check_address(address)
-    token = Path.home() / ".ray" / "auth_token"
-    for attempt in range(2):
-        try:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
-            return
-        except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError and its own kinds
-            ray.shutdown()
-            if attempt == 0 and token.is_file() and "RAY_AUTH_MODE" not in os.environ:
-                os.environ["RAY_AUTH_MODE"] = "token"
-                continue
-            reason = " ".join(str(exc).split())[:200]
-            raise BackendUnavailable(
-                f"--address = {address!r}: cannot join a Ray cluster there ({reason})"
-            ) from None
+    if "RAY_AUTH_MODE" not in os.environ and _ray_token_at_hand():
+        _set_ray_auth_mode("token")
+    try:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError and its own kinds
+        ray.shutdown()
+        reason = " ".join(str(exc).split())[:200]
+        raise BackendUnavailable(
+            f"--address = {address!r}: cannot join a Ray cluster there ({reason})"
+        ) from None
+
+
+def _ray_token_at_hand() -> bool:
+    """Whether Ray would find a token: ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or the default file."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return True
+    return (Path.home() / ".ray" / "auth_token").is_file()
+
+
+def _set_ray_auth_mode(mode: str | None) -> None:
+    """Set (``None``: unset) ``RAY_AUTH_MODE`` for this process and its children.
+
+    Ray reads the variable into a cached config when it is imported; refreshing that cache is what
+    Ray's own ``_enable_token_auth`` does (a private API: without it only child processes would see it).
+    """
+    if mode is None:
+        os.environ.pop("RAY_AUTH_MODE", None)
+    else:
+        os.environ["RAY_AUTH_MODE"] = mode
+    try:
+        from ray._raylet import Config
+    except ImportError:  # pragma: no cover - a Ray without the cached config
+        return
+    Config.initialize("")
 
 
 def _ray_result(ray: Any, ref: Any) -> Any:
