@@ -27,7 +27,7 @@ from fieldrl.evaluation.decisions import (
     standard_to_ask,
 )
 from fieldrl.evaluation.store import RunFolder
-from fieldrl.reports.decisions import SAME, difference_labels, explain
+from fieldrl.evaluation.decision_story import SAME, difference_labels, explain
 from fieldrl.scenario import load_scenario
 
 
@@ -58,6 +58,23 @@ def test_evaluation_records_the_learned_policys_decisions_beside_the_standard_po
     assert set(frame["eval_seed"]) <= set(range(100, 106))
     # the learned policy's actions are the ones the evaluation played: its doses are in [0, 1]
     assert frame["l0"].between(0.0, 1.0).all()
+    # what they show is worked out once, as recorded, from exactly these decisions
+    assert setting.story is not None and setting.story == explain(frame, setting)
+    assert sum(setting.story.progress_decisions) == setting.decisions
+    assert 0 <= sum(setting.story.progress_alike) <= setting.decisions
+
+
+def test_the_report_reads_what_the_decisions_show_and_fits_nothing(tiny_run, monkeypatch):
+    import fieldrl.reports.decisions as pages
+    from fieldrl import api
+
+    def refit(*args, **kwargs):
+        raise AssertionError("the report fitted the tree again")
+
+    monkeypatch.setattr(pages, "explain", refit)
+    api.report(tiny_run)
+    text = " ".join((page.extract_text() or "") for page in PdfReader(tiny_run / "report.pdf").pages)
+    assert "takes the same decision as" in " ".join(text.split())
 
 
 def test_the_report_says_how_often_they_agree_and_how_it_was_measured(tiny_run):
@@ -146,7 +163,7 @@ def test_the_tree_says_where_the_differences_gather_with_support_and_fidelity():
     setting = _setting("discrete", 3, action_words=["hold", "wait", "go"])
     tell = explain(_frame(feats, learned, standard), setting)
     assert tell.agreement == pytest.approx(0.6, abs=0.03)
-    assert tell.kinds[0][0] == "go instead of hold"
+    assert tell.kinds[0].label == "go instead of hold"
     rule = tell.rules[0]
     assert rule.label == "go instead of hold" and rule.fidelity > 0.97
     assert rule.support == pytest.approx(0.4, abs=0.03)
@@ -281,4 +298,4 @@ def test_one_fixed_choice_is_said_as_such_without_a_rule():
     learned[:5] = 1  # 99 % one fixed choice
     setting = _setting("discrete", 2)
     tell = explain(_frame(feats, learned, np.ones(500, dtype=np.int64)), setting)
-    assert tell.kinds[0] == ("3 instead of 1", 0.99) and tell.rules == []
+    assert (tell.kinds[0].label, tell.kinds[0].share) == ("3 instead of 1", 0.99) and tell.rules == []

@@ -11,8 +11,9 @@ decisions: one row per agent that really decides (more than one action open to i
 
 Each job writes ``decisions/<setting>/<policy>/seed-<k>.parquet`` (one row per decision: the held-out
 case, the step, the agent slot, the observation's features ``f0..``, the learned action ``l0..`` and the
-standard one ``s0..``); ``decisions/summary.json`` says what was compared. The report reads these files
-and describes *when* the two differ (:mod:`fieldrl.reports.decisions`); nothing here is retrained.
+standard one ``s0..``); ``decisions/summary.json`` says what was compared and, worked out once here,
+what it shows (:mod:`fieldrl.evaluation.decision_story`: agreement, differences, *when* the two differ),
+which the report reads (:mod:`fieldrl.reports.decisions`). Nothing here is retrained.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from fieldrl.domains.base import Domain, EvalEnvs
 from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
+from fieldrl.evaluation.decision_story import DecisionStory, explain
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.names import slug
 from fieldrl.policies.base import Policy
@@ -66,6 +68,8 @@ class DecisionSetting(_Strict):
     files: list[str]
     episodes: int
     decisions: int
+    #: what the decisions show (None in folders recorded before fieldrl kept it: the report works it out)
+    story: DecisionStory | None = None
 
 
 class DecisionSummary(_Strict):
@@ -339,7 +343,7 @@ def summarize_decisions(
         features = (
             words.features if len(words.features) == n_features else [f"obs[{k}]" for k in range(n_features)]
         )
-        settings[variant] = DecisionSetting(
+        setting = DecisionSetting(
             learned=learned,
             standard=standard,
             best_standard=summary["variants"][variant].get("best_heuristic"),
@@ -351,6 +355,10 @@ def summarize_decisions(
             decisions=int(sum(len(f) for f in frames)),
             **_action_bounds(domain, scenario, variant, learned),
         )
+        if frames and standard is not None:
+            frame = pd.concat(frames, ignore_index=True)
+            setting = setting.model_copy(update={"story": explain(frame, setting)})
+        settings[variant] = setting
     return DecisionSummary(variants=settings)
 
 

@@ -299,15 +299,12 @@ def stress_map(
     return png_bytes(fig)
 
 
-def agreement_by_progress(
-    progress: np.ndarray, same: np.ndarray, learned: str, standard: str, bins: int = 10
-) -> bytes:
+def agreement_by_progress(counts: np.ndarray, agree: np.ndarray, learned: str, standard: str) -> bytes:
     """Share of decisions on which ``learned`` decides as ``standard`` would, by how far through its
-    episode each decision was (``progress`` in [0, 1]), with the number of decisions under each bar."""
+    episode each decision was: ``counts[k]`` decisions in the k-th equal part of the episodes, ``agree[k]``
+    of them alike; the number of decisions is written above each bar."""
+    bins = len(counts)
     edges = np.linspace(0.0, 1.0, bins + 1)
-    where = np.clip(np.digitize(progress, edges[1:-1]), 0, bins - 1)
-    counts = np.bincount(where, minlength=bins)
-    agree = np.bincount(where, weights=same.astype(float), minlength=bins)
     share = np.divide(100.0 * agree, counts, out=np.full(bins, np.nan), where=counts > 0)
     fig, ax = plt.subplots(figsize=(6.5, 2.2))
     centres = (edges[:-1] + edges[1:]) / 2 * 100
