@@ -17,6 +17,7 @@ from pypdf import PdfReader
 
 import fieldrl
 from fieldrl.domains import get_domain
+from fieldrl.evaluation.decision_story import SAME, difference_labels, explain
 from fieldrl.evaluation.decisions import (
     DECISIONS_SUMMARY,
     DecisionSetting,
@@ -27,7 +28,6 @@ from fieldrl.evaluation.decisions import (
     standard_to_ask,
 )
 from fieldrl.evaluation.store import RunFolder
-from fieldrl.evaluation.decision_story import SAME, difference_labels, explain
 from fieldrl.scenario import load_scenario
 
 

@@ -123,6 +123,42 @@ class Residual(Strict):
     )
 
 
+class Pull(Strict):
+    """Kickstarting: after each update the actor steps toward the frozen clone's action, less and less."""
+
+    weight: float = Field(
+        1.0, gt=0, le=10, description="the pull's step size at first, as a multiple of the learning rate"
+    )
+    fade: float = Field(
+        0.5, gt=0, le=1, description="share of train_steps over which the pull fades linearly to nothing"
+    )
+
+
+class FineTune(Strict):
+    """How RL fine-tunes a warm start without losing what it copied (see ``fieldrl.policies.fine_tune``)."""
+
+    critic_warmup: float = Field(
+        0.0,
+        ge=0,
+        le=0.5,
+        description="share of train_steps in which only the value function learns, on the warm start's "
+        "own rollouts (the actor does not move)",
+    )
+    actor_ramp: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="share of train_steps over which the actor's learning rate then rises linearly "
+        "from 0 to its full value",
+    )
+    pull: Pull | None = Field(None, description="a pull toward the clone's action that fades (needs imitate)")
+
+    def steps(self, train_steps: int) -> tuple[int, int, int]:
+        """``(warm-up, ramp, fade)`` in env steps for a training of ``train_steps``."""
+        fade = self.pull.fade if self.pull is not None else 0.0
+        return tuple(int(round(share * train_steps)) for share in (self.critic_warmup, self.actor_ramp, fade))
+
+
 class Shield(Strict):
     """Runtime shield: a planner of the scenario vets every learned action at evaluation, replacing
     (and counting) those that would lead to a conflict; training is unchanged."""
@@ -205,6 +241,11 @@ class LearnedEntry(Strict):
     )
     residual: Residual | None = Field(
         None, description="learn a bounded correction to a heuristic's action (continuous actions only)"
+    )
+    fine_tune: FineTune | None = Field(
+        None,
+        description="keep what the warm start knows while RL explores: critic warm-up, actor ramp, a "
+        "fading pull toward the clone (needs imitate or residual)",
     )
     shield: Shield | None = Field(
         None, description="evaluate through the domain's runtime shield (taxiway: a prioritized planner)"
@@ -953,6 +994,8 @@ def _check_anchoring(
             )
     if entry.shield is not None:
         _check_shield(scenario, domain, entry.shield, source, f"{where}.shield.heuristic")
+    if entry.fine_tune is not None:
+        _check_fine_tune(entry, source, f"{where}.fine_tune")
     if entry.residual is None:
         return
     _check_heuristic_label(scenario, entry.residual.heuristic, source, f"{where}.residual.heuristic")
@@ -974,6 +1017,51 @@ def _check_anchoring(
             f"{where}.residual",
             domain.name,
             f"residual corrections need continuous (Box) actions; this domain's are {type(space).__name__}",
+        )
+
+
+def _check_fine_tune(entry: LearnedEntry, source: str, where: str) -> None:
+    """Fine-tuning keeps a warm start: it needs one, and an actor-critic algorithm to act on."""
+    from fieldrl.policies.signatures import FINE_TUNABLE, PULLABLE
+
+    spec = entry.fine_tune
+    assert spec is not None
+    if entry.imitate is None and entry.residual is None:
+        raise ScenarioError(
+            source,
+            where,
+            spec.model_dump(exclude_defaults=True),
+            "fine-tuning keeps a warm start; give imitate (or residual) too",
+        )
+    if entry.algorithm not in FINE_TUNABLE:
+        raise ScenarioError(
+            source,
+            where,
+            entry.algorithm,
+            f"fine-tuning needs an actor-critic algorithm; allowed: {', '.join(FINE_TUNABLE)}",
+        )
+    if spec.pull is not None:
+        if entry.imitate is None:
+            raise ScenarioError(
+                source,
+                f"{where}.pull",
+                spec.pull.model_dump(),
+                "the pull is toward the behaviour clone; give imitate too",
+            )
+        if entry.algorithm not in PULLABLE:
+            raise ScenarioError(
+                source,
+                f"{where}.pull",
+                entry.algorithm,
+                f"the pull works on on-policy rollouts; allowed: {', '.join(PULLABLE)}",
+            )
+    if spec.critic_warmup + spec.actor_ramp >= 1:
+        raise ScenarioError(
+            source,
+            f"{where}.critic_warmup",
+            spec.critic_warmup,
+            f"warm-up plus ramp ({spec.critic_warmup} + {spec.actor_ramp}) must leave some of "
+            "train_steps for the actor at its full learning rate (sum < 1)",
         )
 
 

@@ -26,7 +26,7 @@ from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
 from fieldrl.errors import FieldrlError, short_repr
 from fieldrl.files import read_regular
-from fieldrl.policies import checkpoint, memory_guard, weights
+from fieldrl.policies import checkpoint, fine_tune, memory_guard, weights
 from fieldrl.policies.base import Policy
 from fieldrl.policies.registry import ALGORITHMS, algorithm_parameters, build_kwargs
 from fieldrl.policies.selection import SelectionState, Validation, ValidationSelector, norm_stats
@@ -39,6 +39,9 @@ VALIDATION_FILE = "validation_curve.csv"
 #: columns of a learning curve (one row per finished training episode)
 CURVE_COLUMNS = ("timesteps", "episode_return", "episode_length")
 IMITATION_FILE = "imitation.json"
+FINE_TUNE_FILE = "fine_tune.csv"
+#: the behaviour clone as cloned, kept in the checkpoint folder for a resumed fine-tuning's pull
+CLONE_FILE = "clone.safetensors"
 
 
 class LearningCurve(BaseCallback):
@@ -173,6 +176,11 @@ def train_model(
             if checkpoint_dir is not None:  # kept for a resumed run's artifacts
                 checkpoint_dir.mkdir(parents=True, exist_ok=True)
                 (checkpoint_dir / IMITATION_FILE).write_bytes(imitation_stats)
+                if entry.fine_tune is not None and entry.fine_tune.pull is not None:
+                    clone_bytes = weights.policy_bytes(model.policy.state_dict(), {"clone": True})
+                    (checkpoint_dir / CLONE_FILE).write_bytes(clone_bytes)
+    tuning_log = fine_tune.FineTuneLog()
+    undo_fine_tune = _install_fine_tune(model, entry, checkpoint_dir, restored is not None, tuning_log)
     updates = UpdateCounter(model, start=done_updates)
     callbacks: list[BaseCallback] = [curve]
     selector = None
@@ -208,6 +216,7 @@ def train_model(
         reset_num_timesteps=meta is None,
         progress_bar=False,
     )
+    undo_fine_tune()
     out_dir.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {
         "algorithm": entry.algorithm,
@@ -228,13 +237,48 @@ def train_model(
             "kpi": validation.kpi if validation is not None else "",
         }
         artifacts[VALIDATION_FILE] = chosen.curve_csv().encode()
-    artifacts[MODEL_FILE] = weights.policy_bytes(state_dict, record)
     if imitation_stats is not None:
         artifacts[IMITATION_FILE] = imitation_stats
     if norm is not None:
         artifacts[NORM_FILE] = json.dumps(norm).encode()
+    if entry.fine_tune is not None:
+        warmup, ramp, fade = entry.fine_tune.steps(entry.train_steps)
+        weight = entry.fine_tune.pull.weight if entry.fine_tune.pull is not None else 0.0
+        record["fine_tune"] = {
+            "critic_warmup": warmup,
+            "actor_ramp": ramp,
+            "pull_weight": float(weight),
+            "pull_fade": fade,
+        }
+        artifacts[FINE_TUNE_FILE] = tuning_log.csv_text().encode()
+    artifacts[MODEL_FILE] = weights.policy_bytes(state_dict, record)
     venv.close()
     return artifacts
+
+
+def _install_fine_tune(
+    model: Any, entry: Any, checkpoint_dir: Path | None, resumed: bool, log: fine_tune.FineTuneLog
+) -> Callable[[], None]:
+    """Apply the entry's ``fine_tune`` to the model about to learn (the pull's teacher: the clone as
+    cloned, kept in the checkpoint folder for a resumed run); returns the undo."""
+    spec = entry.fine_tune
+    if spec is None:
+        return lambda: None
+    warmup, ramp, fade = spec.steps(entry.train_steps)
+    teacher = None
+    if spec.pull is not None:
+        teacher = fine_tune.frozen_copy(model.policy)
+        kept = checkpoint_dir / CLONE_FILE if checkpoint_dir is not None else None
+        if resumed:
+            if kept is None or not kept.is_file():
+                raise FieldrlError(
+                    f"{checkpoint_dir}: the checkpoint has no {CLONE_FILE} for the pull toward the clone; "
+                    "delete the checkpoint folder to train this policy again from its start"
+                )
+            teacher.load_state_dict(weights.read_weights(kept), strict=True)
+    return fine_tune.install(
+        model, fine_tune.Schedule(warmup, ramp, spec.pull.weight if spec.pull else 0.0, fade), teacher, log
+    )
 
 
 def construction_problem(

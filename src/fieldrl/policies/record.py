@@ -22,6 +22,16 @@ class SelectedCheckpoint(BaseModel):
     kpi: str
 
 
+class FineTuneSchedule(BaseModel):
+    """The ``fine_tune`` section as it ran, in env steps."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    critic_warmup: NonNegativeInt
+    actor_ramp: NonNegativeInt
+    pull_weight: float
+    pull_fade: NonNegativeInt
+
+
 class TrainingRecord(BaseModel):
     """The header's training record, as :mod:`fieldrl.policies.learned` writes it."""
 
@@ -31,3 +41,4 @@ class TrainingRecord(BaseModel):
     num_timesteps: NonNegativeInt
     gradient_updates: NonNegativeInt
     selected: SelectedCheckpoint | None = None
+    fine_tune: FineTuneSchedule | None = None

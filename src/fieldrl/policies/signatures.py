@@ -352,6 +352,11 @@ SIGNATURES: dict[str, AlgorithmSignature] = {
 #: scenario names of the algorithms :func:`fieldrl.policies.imitation.clone` can warm-start (the
 #: first two listed first: the scenario's error message quotes this order)
 IMITABLE = ("ppo", "maskable-ppo", "independent-ppo", "a2c", "trpo", "sac", "td3", "ddpg", "tqc")
+#: algorithms whose actor fine-tuning can hold back (``fine_tune``): an actor trained by a gradient
+#: optimiser (TRPO's natural-gradient step has none)
+FINE_TUNABLE = ("ppo", "maskable-ppo", "independent-ppo", "a2c", "recurrent-ppo", "sac", "td3", "ddpg", "tqc")
+#: algorithms whose rollouts the pull toward the clone passes over (feed-forward on-policy)
+PULLABLE = ("ppo", "maskable-ppo", "independent-ppo", "a2c")
 
 #: the defaults the budget checks read
 SIGNATURE_DEFAULT_KEYS = (

@@ -72,6 +72,22 @@ def _learning_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.
     return _curves(folder, scenario, variant, CURVE_FILE, CURVE_COLUMNS)
 
 
+def moved_past_start(
+    rows: list[tuple[float, float, float]], higher_is_better: bool
+) -> tuple[int, float] | None:
+    """``(timesteps, cpu_seconds)`` of the first validation checkpoint that scored better than the first
+    (the start: the clone, or the untrained network); None where none did. ``rows``: (timesteps,
+    CPU seconds, value) in order."""
+    if not rows:
+        return None
+    start = rows[0][2]
+    for steps, cpu, value in rows[1:]:
+        better = value > start if higher_is_better else value < start
+        if math.isfinite(value) and (not math.isfinite(start) or better):
+            return int(steps), float(cpu)
+    return None
+
+
 def _validation_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.DataFrame:
     from fieldrl.policies.learned import VALIDATION_FILE
     from fieldrl.policies.selection import CURVE_COLUMNS
@@ -585,7 +601,7 @@ def _effort_block(ctx: ReportContext) -> list[Any]:
             [
                 entry.label,
                 _trained_text(records),
-                _kept_text(records),
+                _kept_text(records) + _moved_past_text(ctx, entry),
                 _tuning_text(entry, scenario.name, scenario.variant_names),
             ]
         )
@@ -607,6 +623,36 @@ def _trained_text(records: list[dict[str, Any]]) -> str:
     steps = _span([r.get("num_timesteps", 0) for r in records])
     updates = _span([r.get("gradient_updates", 0) for r in records])
     return f"{steps} env steps, {updates} gradient updates ({len(records)} model(s))"
+
+
+def _moved_past_text(ctx: ReportContext, entry: Any) -> str:
+    """For a warm-started policy: whether and when training first beat its start on the validation
+    seeds (read from its validation curves, whose first row scores the start)."""
+    if entry.imitate is None and entry.residual is None:
+        return ""
+    higher = bool(selection_kpi(ctx.summary)["higher_is_better"])
+    found = []
+    for variant in ctx.scenario.variant_names:
+        curves = _validation_curves(ctx.folder, ctx.scenario, variant)
+        if curves.empty:
+            continue
+        for _, curve in curves[curves["policy"] == entry.label].groupby("seed"):
+            rows = curve.sort_values("timesteps")
+            found.append(
+                moved_past_start(
+                    list(zip(rows["timesteps"], rows["cpu_seconds"], rows["value"], strict=True)), higher
+                )
+            )
+    if not found:
+        return ""
+    start = "its clone" if entry.imitate is not None else "its heuristic (zero correction)"
+    moved = [m for m in found if m is not None]
+    if not moved:
+        return f"; never moved past {start} on validation"
+    at = _span([m[0] for m in moved])
+    cpu = _span([m[1] for m in moved])
+    share = "" if len(moved) == len(found) else f" ({len(moved)} of {len(found)} models)"
+    return f"; first moved past {start} at {at} steps, {cpu} CPU s{share}"
 
 
 def _kept_text(records: list[dict[str, Any]]) -> str:
@@ -871,6 +917,7 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
                 f"normalise obs={entry.normalize_obs}, reward={entry.normalize_reward}; {hp}"
                 + _own_params_text(entry)
                 + _imitation_text(entry)
+                + _fine_tune_text(entry)
                 + _residual_text(entry)
                 + _shield_text(entry),
             ]
@@ -1017,6 +1064,24 @@ def _imitation_text(entry: Any) -> str:
         f". Warm start: behaviour-cloned from {m.heuristic} on {m.episodes} training-seed episodes "
         f"({m.epochs} epochs, at most {m.max_decisions:,} decisions) before RL training"
     )
+
+
+def _fine_tune_text(entry: Any) -> str:
+    spec = entry.fine_tune
+    if spec is None:
+        return ""
+    warmup, ramp, fade = spec.steps(entry.train_steps)
+    parts = []
+    if warmup:
+        parts.append(f"the critic alone learned for the first {warmup:,} steps")
+    if ramp:
+        parts.append(f"the actor's learning rate then rose from 0 over {ramp:,} steps")
+    if spec.pull is not None:
+        parts.append(
+            f"a pull toward the clone's action ({spec.pull.weight:g}× the learning rate) faded to "
+            f"nothing over {fade:,} steps"
+        )
+    return ". Fine-tuning: " + "; ".join(parts) if parts else ""
 
 
 def _seed_text(seeds: list[int]) -> str:

@@ -1,0 +1,225 @@
+"""Fine-tuning a behaviour clone without losing what it copied (issue 41).
+
+A clone whose checkpoints validation never replaces usually means RL destroyed it: the critic starts
+unfitted to the clone's own behaviour, the first actor updates follow its noise, and every later
+checkpoint scores worse. Two remedies from the literature, as options of a learned entry
+(``fine_tune:`` in a scenario):
+
+- **Critic warm-up, then an actor ramp** (PIRLNav, Ramrakhya et al. 2023): for ``critic_warmup`` env
+  steps only the value function learns, on the clone's own rollouts; over the next ``actor_ramp``
+  steps the actor's step size rises linearly from 0 to the algorithm's own learning rate.
+- **A pull toward the clone that fades** (kickstarting, Schmitt et al. 2018): after each update the
+  actor takes one pass over the rollout's states toward the frozen clone's action
+  (cross-entropy: ``-log pi(a_clone | s)``), with a step size of ``weight`` times the learning rate
+  at first, falling linearly to nothing over ``fade_steps`` env steps.
+
+How, without subclassing every algorithm: the actor's step is scaled by hooks on its optimizer (the
+parameters' move is multiplied by the scale after each step, which for Adam is exactly a scaled
+learning rate: its update is linear in the learning rate), so nothing changes in SB3's losses, its
+optimiser state or its checkpoints. The pull is an extra pass with an optimiser of its own (Adam is
+scale-free: a weight on the loss would not change the step, so the weight scales the step size).
+No library provides these for SB3 (imitation's ``bc`` and ``dagger`` stop at the clone).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+#: parameter-name prefixes of the value side of SB3's on-policy actor-critic policies
+CRITIC_PREFIXES = ("value_net.", "mlp_extractor.value_net.", "lstm_critic.", "critic.")
+
+
+def actor_scale(step: int, warmup: int, ramp: int) -> float:
+    """The actor's share of its learning rate after ``step`` env steps: 0 in the warm-up, then a
+    linear rise to 1 over ``ramp`` steps."""
+    if step < warmup:
+        return 0.0
+    if ramp <= 0:
+        return 1.0
+    return float(min(1.0, (step - warmup) / ramp))
+
+
+def pull_weight(step: int, weight: float, fade_steps: int) -> float:
+    """The pull's step size (times the learning rate) after ``step`` env steps: ``weight`` at first,
+    falling linearly to 0 at ``fade_steps``."""
+    return float(weight * max(0.0, 1.0 - step / fade_steps))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A ``fine_tune`` section in env steps: critic warm-up, actor ramp, the pull's weight and fade."""
+
+    warmup: int = 0
+    ramp: int = 0
+    pull_weight: float = 0.0
+    pull_fade: int = 0
+
+    def actor_scale(self, step: int) -> float:
+        return actor_scale(step, self.warmup, self.ramp)
+
+    def pull(self, step: int) -> float:
+        return pull_weight(step, self.pull_weight, self.pull_fade) if self.pull_fade > 0 else 0.0
+
+
+LOG_COLUMNS = ("timesteps", "actor_scale", "pull_weight", "pull_loss")
+
+
+@dataclass
+class FineTuneLog:
+    """One row per update: env steps, the actor's scale, the pull's weight, the pull's loss (NaN: none)."""
+
+    rows: list[tuple[int, float, float, float]] = field(default_factory=list)
+
+    def csv_text(self) -> str:
+        lines = [",".join(LOG_COLUMNS)]
+        lines += [f"{t},{a:.6g},{w:.6g},{loss!r}" for t, a, w, loss in self.rows]
+        return "\n".join(lines) + "\n"
+
+
+def actor_parameters(model: Any) -> tuple[list[torch.nn.Parameter], Any]:
+    """The actor's parameters and the optimiser that moves them (an off-policy model's actor has its
+    own; an on-policy model's share one with the critic: everything but the value side is the actor)."""
+    actor = getattr(model, "actor", None)
+    if actor is not None and getattr(actor, "optimizer", None) is not None:
+        return list(actor.parameters()), actor.optimizer
+    named = model.policy.named_parameters()
+    return [p for name, p in named if not name.startswith(CRITIC_PREFIXES)], model.policy.optimizer
+
+
+class ActorStepScale:
+    """Scales every step the actor's optimiser takes by ``scale()`` (0: the actor does not move).
+
+    A pre-step hook keeps the actor's parameters; a post-step hook moves them back to
+    ``before + scale * (after - before)``. The optimiser's own state is what SB3 left it.
+    """
+
+    def __init__(self, params: list[torch.nn.Parameter], optimizer: Any, scale: Callable[[], float]):
+        self.params, self.scale = params, scale
+        self._before: list[torch.Tensor] | None = None
+        self._handles = [
+            optimizer.register_step_pre_hook(self._keep),
+            optimizer.register_step_post_hook(self._rescale),
+        ]
+
+    def _keep(self, *_: Any) -> None:
+        self._before = [p.detach().clone() for p in self.params] if self.scale() < 1.0 else None
+
+    def _rescale(self, *_: Any) -> None:
+        if self._before is None:
+            return
+        scale = self.scale()
+        with torch.no_grad():
+            for p, before in zip(self.params, self._before, strict=True):
+                p.copy_(before + scale * (p - before))
+        self._before = None
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+class ClonePull:
+    """After each update of an on-policy model, one pass over the rollout's states toward the frozen
+    clone's (deterministic) action, with step size ``weight(step) * learning rate``."""
+
+    def __init__(self, model: Any, teacher: Any, weight: Callable[[int], float], batch_size: int):
+        self.model, self.teacher, self.weight, self.batch_size = model, teacher, weight, batch_size
+        params, _ = actor_parameters(model)
+        # a Box policy's state-independent log std is exploration, not behaviour: the pull leaves it
+        self.params = [p for p in params if p is not getattr(model.policy, "log_std", None)]
+        self.optimizer = torch.optim.Adam(self.params, lr=0.0)
+        self.masked = hasattr(model.rollout_buffer, "action_masks")
+
+    def step(self) -> float:
+        """One pass; the mean loss (NaN where the weight is 0 and nothing was done)."""
+        model = self.model
+        weight = self.weight(int(model.num_timesteps))
+        if weight <= 0:
+            return float("nan")
+        buffer = model.rollout_buffer
+        # (steps, envs, *shape) before SB3's update, flattened to (steps * envs, *shape) by it
+        obs = np.asarray(buffer.observations).reshape(-1, *model.observation_space.shape)
+        masks = None
+        if self.masked:
+            masks = np.asarray(buffer.action_masks).reshape(len(obs), -1)
+        policy = model.policy
+        obs_t = torch.as_tensor(obs, device=policy.device)
+        with torch.no_grad():
+            target = self._distribution(self.teacher, obs_t, masks).mode()
+        lr = float(model.lr_schedule(model._current_progress_remaining)) * weight
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        policy.set_training_mode(True)
+        losses = []
+        order = torch.randperm(len(obs), generator=torch.Generator().manual_seed(int(model.num_timesteps)))
+        for lo in range(0, len(obs), self.batch_size):
+            idx = order[lo : lo + self.batch_size]
+            part = None if masks is None else masks[idx.numpy()]
+            loss = -self._distribution(policy, obs_t[idx], part).log_prob(target[idx]).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.params, float(getattr(model, "max_grad_norm", 0.5)))
+            self.optimizer.step()
+            losses.append(float(loss.detach()))
+        policy.set_training_mode(False)
+        return float(np.mean(losses))
+
+    def _distribution(self, policy: Any, obs: torch.Tensor, masks: np.ndarray | None) -> Any:
+        if masks is None:
+            return policy.get_distribution(obs)
+        return policy.get_distribution(obs, action_masks=masks)
+
+
+def frozen_copy(policy: Any) -> Any:
+    """The clone as it is now, never trained again (the pull's teacher)."""
+    teacher = copy.deepcopy(policy)
+    teacher.set_training_mode(False)
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
+
+
+def install(model: Any, schedule: Schedule, teacher: Any | None, log: FineTuneLog) -> Callable[[], None]:
+    """Apply ``schedule`` to ``model`` for its ``learn``; returns the undo.
+
+    ``teacher``: the frozen clone the pull pulls toward (needed only with a pull). The schedules run
+    on the model's own step count, so a resumed training continues them.
+    """
+    params, optimizer = actor_parameters(model)
+
+    def scale() -> float:
+        return schedule.actor_scale(int(model.num_timesteps))
+
+    scaler = ActorStepScale(params, optimizer, scale) if schedule.warmup or schedule.ramp else None
+    pull = None
+    if schedule.pull_fade > 0:
+        if teacher is None:
+            raise ValueError("the pull toward the clone needs the clone (fine_tune.pull needs imitate)")
+        if not isinstance(model.observation_space, spaces.Box):
+            raise ValueError(f"the pull needs Box observations, not {model.observation_space}")
+        pull = ClonePull(model, teacher, schedule.pull, int(getattr(model, "batch_size", 64) or 64))
+    original_train = model.train
+
+    def train(*args: Any, **kwargs: Any) -> None:
+        original_train(*args, **kwargs)
+        step = int(model.num_timesteps)
+        loss = float("nan")
+        if pull is not None and scale() > 0:  # no actor move of any kind in the critic's warm-up
+            loss = pull.step()
+        log.rows.append((step, scale(), schedule.pull(step) if pull is not None else 0.0, loss))
+
+    model.train = train
+
+    def undo() -> None:
+        del model.train  # the class's own method again
+        if scaler is not None:
+            scaler.remove()
+
+    return undo
