@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 from stable_baselines3 import PPO, SAC
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
 
 import fieldrl
@@ -116,6 +117,7 @@ def test_the_pull_follows_its_schedule_and_draws_the_actor_to_the_clone():
     fine_tune.install(model, fine_tune.Schedule(pull_weight=100.0, pull_fade=1024), teacher, log)
     env, states = gym.make("CartPole-v1"), []  # states like those the rollouts visit
     obs, _ = env.reset(seed=5)
+    env.action_space.seed(5)
     for _ in range(256):
         states.append(obs)
         obs, _, end, cut, _ = env.step(int(env.action_space.sample()))
@@ -148,6 +150,92 @@ def test_the_pull_follows_its_schedule_and_draws_the_actor_to_the_clone():
     assert all(not p.requires_grad for p in teacher.parameters())
 
 
+def test_the_jump_starts_horizon_falls_only_when_validation_reaches_the_clones_score():
+    model = _ppo()
+    jump = fine_tune.JumpStart(
+        model, fine_tune.frozen_copy(model.policy), fine_tune.Schedule(guide_horizon=20, guide_stages=4), True
+    )
+    seen = []
+    for value in (10.0, 9.0, 10.0, 9.9, 12.0, float("nan"), 11.0, 30.0, 40.0):  # the first: the clone's
+        jump.on_validation(value)
+        seen.append(jump.horizon)
+    assert seen == [20, 20, 15, 15, 10, 10, 5, 0, 0]
+    lower = fine_tune.JumpStart(
+        _ppo(),
+        fine_tune.frozen_copy(model.policy),
+        fine_tune.Schedule(guide_horizon=10, guide_stages=2),
+        False,
+    )
+    for value in (5.0, 6.0, 4.0):  # lower is better: 6 does not reach 5, 4 does
+        lower.on_validation(value)
+    assert lower.horizon == 5
+    resumed = fine_tune.JumpStart(
+        _ppo(), jump.teacher, fine_tune.Schedule(guide_horizon=20, guide_stages=4), True, [10.0, 9.0, 10.0]
+    )
+    assert resumed.horizon == 15  # a resumed training replays its validations
+
+
+def test_the_clone_drives_the_first_decisions_of_every_episode():
+    teacher_model = _ppo(seed=7)
+    with torch.no_grad():  # a decisive clone: its actions are not the learner's by chance
+        teacher_model.policy.action_net.weight.mul_(200.0)
+    teacher = fine_tune.frozen_copy(teacher_model.policy)
+    model = _ppo(seed=1)
+    horizon = 4  # a decisive clone ends CartPole episodes within about ten steps
+    fine_tune.install(
+        model,
+        fine_tune.Schedule(guide_horizon=horizon, guide_stages=2),
+        teacher,
+        fine_tune.FineTuneLog(),
+        _Never(),
+    )
+    seen = {}
+
+    class Keep(BaseCallback):
+        def _on_rollout_end(self) -> None:
+            buffer = self.model.rollout_buffer
+            obs = torch.as_tensor(buffer.observations[:, 0])
+            actions = torch.as_tensor(buffer.actions[:, 0, 0]).long()
+            with torch.no_grad():  # the learner as it was in the rollout (it updates after this)
+                _, own, _ = self.model.policy.evaluate_actions(obs, actions)
+            seen.update(
+                obs=buffer.observations[:, 0].copy(),
+                actions=buffer.actions[:, 0, 0].astype(int),
+                starts=buffer.episode_starts[:, 0].astype(bool),
+                stored=buffer.log_probs[:, 0].copy(),
+                own=own.numpy(),
+            )
+
+        def _on_step(self) -> bool:
+            return True
+
+    model.learn(64, callback=Keep())
+    steps, count = [], 0
+    for start in seen["starts"]:
+        count = 0 if start else count + 1
+        steps.append(count)
+    guided = np.array(steps) < horizon
+    assert guided.any() and (~guided).any()
+    obs = torch.as_tensor(seen["obs"])
+    with torch.no_grad():
+        clone = teacher.get_distribution(obs).mode().numpy()
+    assert np.array_equal(seen["actions"][guided], clone[guided])
+    assert (seen["actions"][~guided] != clone[~guided]).any()  # the learner's own samples after
+    # what PPO stores is the learner's own probability of what was done, guided or not
+    np.testing.assert_allclose(seen["stored"], seen["own"], atol=1e-5)
+
+
+class _Never:
+    """A validation selector that never scores (its listeners and rows, as the jump-start reads them)."""
+
+    def __init__(self):
+        from types import SimpleNamespace
+
+        self.state = SimpleNamespace(rows=[])
+        self.validation = SimpleNamespace(higher_is_better=True)
+        self.listeners = []
+
+
 def test_moved_past_the_start_is_the_first_better_validation_checkpoint():
     rows = [(0, 0.0, 10.0), (100, 1.5, 9.0), (200, 3.0, 10.5), (300, 4.5, 1.0)]
     assert moved_past_start(rows, higher_is_better=True) == (200, 3.0)
@@ -167,14 +255,21 @@ def _fine_tuned(scenario_data, **fine):
 
 
 def test_a_fine_tuned_entry_trains_and_says_when_it_moved_past_its_clone(scenario_data, tmp_path):
-    pull = {"weight": 1.0, "fade": 0.75}
-    data = _fine_tuned(scenario_data, critic_warmup=0.125, actor_ramp=0.25, pull=pull)
+    pull, jump = {"weight": 1.0, "fade": 0.75}, {"horizon": 10, "stages": 2}
+    data = _fine_tuned(scenario_data, critic_warmup=0.125, actor_ramp=0.25, pull=pull, jump_start=jump)
     data["policies"]["learned"][0]["train_steps"] = 1024  # 4 updates of 4 envs x 64 steps
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
     run = fieldrl.train(tmp_path / "s.yaml", out=tmp_path / "run", show_progress=False)
     seed_dir = run / "models/default/PPO/seed-0"
     record = read_record(seed_dir / "policy.safetensors")
-    schedule = {"critic_warmup": 128, "actor_ramp": 256, "pull_weight": 1.0, "pull_fade": 768}
+    schedule = {
+        "critic_warmup": 128,
+        "actor_ramp": 256,
+        "pull_weight": 1.0,
+        "pull_fade": 768,
+        "guide_horizon": 10,
+        "guide_stages": 2,
+    }
     assert record["fine_tune"] == schedule
     rows = list(csv.DictReader(io.StringIO((seed_dir / "fine_tune.csv").read_text())))
     assert [int(r["timesteps"]) for r in rows] == [256, 512, 768, 1024]
@@ -182,6 +277,10 @@ def test_a_fine_tuned_entry_trains_and_says_when_it_moved_past_its_clone(scenari
     assert [float(r["pull_weight"]) for r in rows] == pytest.approx([2 / 3, 1 / 3, 0.0, 0.0], abs=1e-5)
     losses = [float(r["pull_loss"]) for r in rows]
     assert np.isfinite(losses[:2]).all() and np.isnan(losses[2:]).all()
+    # the clone drove the first ten decisions of the 4 envs' episodes in the first rollout at least
+    assert int(rows[0]["guided_steps"]) >= 4 * 10
+    horizons = [int(r["guide_horizon"]) for r in rows]
+    assert set(horizons) <= {10, 5, 0} and horizons == sorted(horizons, reverse=True)
     # the report says how it was fine-tuned, and whether and when it moved past its clone
     from pypdf import PdfReader
 
@@ -191,6 +290,7 @@ def test_a_fine_tuned_entry_trains_and_says_when_it_moved_past_its_clone(scenari
     report = api.report(run)
     text = " ".join(" ".join((p.extract_text() or "") for p in PdfReader(report).pages).split())
     assert "the critic alone learned for the first 128 steps" in text
+    assert "the clone drove the first 10 decisions of each training episode" in text
     curve = pd.read_csv(seed_dir / "validation_curve.csv")
     moved = moved_past_start(list(zip(curve.timesteps, curve.cpu_seconds, curve.value, strict=True)), True)
     said = "never moved past its clone" if moved is None else f"first moved past its clone at {moved[0]:,}"
@@ -219,3 +319,13 @@ def test_bad_fine_tuning_is_one_clear_line(scenario_data, tmp_path, fine, imitat
         load_scenario(tmp_path / "s.yaml")
     text = str(caught.value)
     assert field in text and words in text and "\n" not in text.strip()
+
+
+def test_a_jump_start_without_validation_seeds_is_one_clear_line(scenario_data, tmp_path):
+    data = _fine_tuned(scenario_data, jump_start={"horizon": 10})
+    del data["seeds"]["validation"]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(FieldrlError) as caught:
+        load_scenario(tmp_path / "s.yaml")
+    text = str(caught.value)
+    assert "fine_tune.jump_start" in text and "seeds.validation" in text and "\n" not in text.strip()

@@ -134,6 +134,21 @@ class Pull(Strict):
     )
 
 
+class JumpStart(Strict):
+    """JSRL: the clone drives each training episode's first decisions, fewer as the learner catches up."""
+
+    horizon: int = Field(
+        ge=1, le=10**6, description="decisions of every training episode the clone drives at first"
+    )
+    stages: int = Field(
+        4,
+        ge=1,
+        le=100,
+        description="equal steps by which the horizon falls to 0, one each time the learner's validation "
+        "score reaches the clone's",
+    )
+
+
 class FineTune(Strict):
     """How RL fine-tunes a warm start without losing what it copied (see ``fieldrl.policies.fine_tune``)."""
 
@@ -152,6 +167,14 @@ class FineTune(Strict):
         "from 0 to its full value",
     )
     pull: Pull | None = Field(None, description="a pull toward the clone's action that fades (needs imitate)")
+    jump_start: JumpStart | None = Field(
+        None, description="the clone drives the first decisions of each training episode (needs imitate)"
+    )
+
+    @property
+    def needs_clone(self) -> bool:
+        """The pull and the jump-start use the clone as it was cloned (kept for a resumed training)."""
+        return self.pull is not None or self.jump_start is not None
 
     def steps(self, train_steps: int) -> tuple[int, int, int]:
         """``(warm-up, ramp, fade)`` in env steps for a training of ``train_steps``."""
@@ -995,7 +1018,7 @@ def _check_anchoring(
     if entry.shield is not None:
         _check_shield(scenario, domain, entry.shield, source, f"{where}.shield.heuristic")
     if entry.fine_tune is not None:
-        _check_fine_tune(entry, source, f"{where}.fine_tune")
+        _check_fine_tune(scenario, entry, source, f"{where}.fine_tune")
     if entry.residual is None:
         return
     _check_heuristic_label(scenario, entry.residual.heuristic, source, f"{where}.residual.heuristic")
@@ -1020,7 +1043,7 @@ def _check_anchoring(
         )
 
 
-def _check_fine_tune(entry: LearnedEntry, source: str, where: str) -> None:
+def _check_fine_tune(scenario: Scenario, entry: LearnedEntry, source: str, where: str) -> None:
     """Fine-tuning keeps a warm start: it needs one, and an actor-critic algorithm to act on."""
     from fieldrl.policies.signatures import FINE_TUNABLE, PULLABLE
 
@@ -1040,21 +1063,31 @@ def _check_fine_tune(entry: LearnedEntry, source: str, where: str) -> None:
             entry.algorithm,
             f"fine-tuning needs an actor-critic algorithm; allowed: {', '.join(FINE_TUNABLE)}",
         )
-    if spec.pull is not None:
+    for name, part in (("pull", spec.pull), ("jump_start", spec.jump_start)):
+        if part is None:
+            continue
         if entry.imitate is None:
             raise ScenarioError(
                 source,
-                f"{where}.pull",
-                spec.pull.model_dump(),
-                "the pull is toward the behaviour clone; give imitate too",
+                f"{where}.{name}",
+                part.model_dump(),
+                "it uses the behaviour clone; give imitate too",
             )
         if entry.algorithm not in PULLABLE:
             raise ScenarioError(
                 source,
-                f"{where}.pull",
+                f"{where}.{name}",
                 entry.algorithm,
-                f"the pull works on on-policy rollouts; allowed: {', '.join(PULLABLE)}",
+                f"it works on on-policy rollouts; allowed: {', '.join(PULLABLE)}",
             )
+    if spec.jump_start is not None and not scenario.seeds.validation:
+        raise ScenarioError(
+            source,
+            f"{where}.jump_start",
+            spec.jump_start.model_dump(),
+            "its horizon falls when the learner's validation score reaches the clone's; give "
+            "seeds.validation",
+        )
     if spec.critic_warmup + spec.actor_ramp >= 1:
         raise ScenarioError(
             source,

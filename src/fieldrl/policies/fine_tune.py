@@ -12,6 +12,11 @@ checkpoint scores worse. Two remedies from the literature, as options of a learn
   actor takes one pass over the rollout's states toward the frozen clone's action
   (cross-entropy: ``-log pi(a_clone | s)``), with a step size of ``weight`` times the learning rate
   at first, falling linearly to nothing over ``fade_steps`` env steps.
+- **Jump-start** (JSRL, Uchendu et al. 2023): the frozen clone (the rule, as copied) drives the first
+  ``h`` decisions of every training episode and the learner the rest; ``h`` falls by one stage each
+  time the learner's validation score reaches the clone's (the first validation), down to 0. The
+  clone's decisions are stored as the rollout's actions with the learner's own probability of them,
+  so PPO's update sees what was really done (an off-policy step its clipping bounds).
 
 How, without subclassing every algorithm: the actor's step is scaled by hooks on its optimizer (the
 parameters' move is multiplied by the scale after each step, which for Adam is exactly a scaled
@@ -32,8 +37,16 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-#: parameter-name prefixes of the value side of SB3's on-policy actor-critic policies
-CRITIC_PREFIXES = ("value_net.", "mlp_extractor.value_net.", "lstm_critic.", "critic.")
+#: the value side of SB3's on-policy actor-critic policies: modules named so anywhere in a parameter's
+#: path (``value_net``, ``mlp_extractor.value_net``, fieldrl's per-agent ``mlp_extractor.agents.k.value_net``)
+#: or at its root (a recurrent policy's ``lstm_critic`` and ``critic``)
+CRITIC_MODULES = ("value_net",)
+CRITIC_ROOTS = ("lstm_critic", "critic")
+
+
+def is_critic_parameter(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] in CRITIC_ROOTS or any(part in CRITIC_MODULES for part in parts)
 
 
 def actor_scale(step: int, warmup: int, ramp: int) -> float:
@@ -60,6 +73,8 @@ class Schedule:
     ramp: int = 0
     pull_weight: float = 0.0
     pull_fade: int = 0
+    guide_horizon: int = 0
+    guide_stages: int = 1
 
     def actor_scale(self, step: int) -> float:
         return actor_scale(step, self.warmup, self.ramp)
@@ -68,19 +83,97 @@ class Schedule:
         return pull_weight(step, self.pull_weight, self.pull_fade) if self.pull_fade > 0 else 0.0
 
 
-LOG_COLUMNS = ("timesteps", "actor_scale", "pull_weight", "pull_loss")
+LOG_COLUMNS = ("timesteps", "actor_scale", "pull_weight", "pull_loss", "guide_horizon", "guided_steps")
 
 
 @dataclass
 class FineTuneLog:
-    """One row per update: env steps, the actor's scale, the pull's weight, the pull's loss (NaN: none)."""
+    """One row per update: env steps, the actor's scale, the pull's weight, the pull's loss (NaN: none),
+    the jump-start's horizon and the decisions the clone took in that rollout."""
 
-    rows: list[tuple[int, float, float, float]] = field(default_factory=list)
+    rows: list[tuple[int, float, float, float, int, int]] = field(default_factory=list)
 
     def csv_text(self) -> str:
         lines = [",".join(LOG_COLUMNS)]
-        lines += [f"{t},{a:.6g},{w:.6g},{loss!r}" for t, a, w, loss in self.rows]
+        lines += [f"{t},{a:.6g},{w:.6g},{loss!r},{h},{n}" for t, a, w, loss, h, n in self.rows]
         return "\n".join(lines) + "\n"
+
+
+def guide_horizon(horizon: int, stages: int, passed: int) -> int:
+    """The jump-start's horizon after ``passed`` validations reached the clone's score: it falls from
+    ``horizon`` to 0 in ``stages`` equal steps."""
+    return int(round(horizon * max(0, stages - passed) / stages))
+
+
+def reaches(value: float, start: float, higher_is_better: bool) -> bool:
+    """Whether a validation score is at least as good as the start's."""
+    if not np.isfinite(value):
+        return False
+    if not np.isfinite(start):
+        return True
+    return value >= start if higher_is_better else value <= start
+
+
+class JumpStart:
+    """The frozen clone drives the first ``horizon()`` decisions of every training episode.
+
+    Wraps the on-policy model's ``policy.forward``, which SB3 calls only to collect rollouts (predict
+    and validation go through ``get_distribution``): for the environments still in their first
+    decisions it returns the clone's action and the learner's log-probability and value of it.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        teacher: Any,
+        schedule: Schedule,
+        higher_is_better: bool,
+        history: list[float] | None = None,
+    ) -> None:
+        self.model, self.teacher, self.schedule = model, teacher, schedule
+        self.higher_is_better = higher_is_better
+        self.start: float | None = None
+        self.passed = 0
+        self.guided = 0  # decisions the clone took since the last update
+        self._steps: np.ndarray | None = None
+        for value in history or []:  # a resumed training: its validations so far
+            self.on_validation(value)
+        self._original = model.policy.forward
+        model.policy.forward = self._forward
+
+    @property
+    def horizon(self) -> int:
+        return guide_horizon(self.schedule.guide_horizon, self.schedule.guide_stages, self.passed)
+
+    def on_validation(self, value: float) -> None:
+        """A validation score: the first is the start's (the clone's); each later one that reaches it
+        lowers the horizon by a stage."""
+        if self.start is None:
+            self.start = value
+        elif self.horizon > 0 and reaches(value, self.start, self.higher_is_better):
+            self.passed += 1
+
+    def _forward(self, obs: torch.Tensor, deterministic: bool = False, **kwargs: Any) -> Any:
+        actions, values, log_prob = self._original(obs, deterministic, **kwargs)
+        starts = np.asarray(self.model._last_episode_starts, dtype=bool).reshape(-1)
+        if self._steps is None or len(self._steps) != len(starts):
+            self._steps = np.zeros(len(starts), dtype=np.int64)
+        self._steps = np.where(starts, 0, self._steps + 1)  # decisions taken in the episode so far
+        guided = self._steps < self.horizon
+        if not guided.any():
+            return actions, values, log_prob
+        self.guided += int(guided.sum())
+        masks = kwargs.get("action_masks")
+        extra = {} if masks is None else {"action_masks": masks}
+        with torch.no_grad():
+            clone = self.teacher.get_distribution(obs, **extra).mode()
+            where = torch.as_tensor(guided, device=actions.device).view(-1, *([1] * (actions.dim() - 1)))
+            mixed = torch.where(where, clone.reshape(actions.shape).to(actions.dtype), actions)
+            _, log_prob, _ = self.model.policy.evaluate_actions(obs, mixed, **extra)
+        return mixed, values, log_prob
+
+    def remove(self) -> None:
+        del self.model.policy.forward  # the class's own method again
 
 
 def actor_parameters(model: Any) -> tuple[list[torch.nn.Parameter], Any]:
@@ -90,7 +183,7 @@ def actor_parameters(model: Any) -> tuple[list[torch.nn.Parameter], Any]:
     if actor is not None and getattr(actor, "optimizer", None) is not None:
         return list(actor.parameters()), actor.optimizer
     named = model.policy.named_parameters()
-    return [p for name, p in named if not name.startswith(CRITIC_PREFIXES)], model.policy.optimizer
+    return [p for name, p in named if not is_critic_parameter(name)], model.policy.optimizer
 
 
 class ActorStepScale:
@@ -186,11 +279,19 @@ def frozen_copy(policy: Any) -> Any:
     return teacher
 
 
-def install(model: Any, schedule: Schedule, teacher: Any | None, log: FineTuneLog) -> Callable[[], None]:
+def install(
+    model: Any,
+    schedule: Schedule,
+    teacher: Any | None,
+    log: FineTuneLog,
+    validations: Any = None,
+) -> Callable[[], None]:
     """Apply ``schedule`` to ``model`` for its ``learn``; returns the undo.
 
-    ``teacher``: the frozen clone the pull pulls toward (needed only with a pull). The schedules run
-    on the model's own step count, so a resumed training continues them.
+    ``teacher``: the frozen clone the pull and the jump-start use (needed only with them).
+    ``validations``: the training's ``ValidationSelector`` (the jump-start listens to its scores and
+    reads those of a resumed training). The schedules run on the model's own step count, so a resumed
+    training continues them.
     """
     params, optimizer = actor_parameters(model)
 
@@ -198,13 +299,20 @@ def install(model: Any, schedule: Schedule, teacher: Any | None, log: FineTuneLo
         return schedule.actor_scale(int(model.num_timesteps))
 
     scaler = ActorStepScale(params, optimizer, scale) if schedule.warmup or schedule.ramp else None
+    if (schedule.pull_fade > 0 or schedule.guide_horizon > 0) and teacher is None:
+        raise ValueError("the pull and the jump-start need the clone (fine_tune needs imitate for them)")
     pull = None
     if schedule.pull_fade > 0:
-        if teacher is None:
-            raise ValueError("the pull toward the clone needs the clone (fine_tune.pull needs imitate)")
         if not isinstance(model.observation_space, spaces.Box):
             raise ValueError(f"the pull needs Box observations, not {model.observation_space}")
         pull = ClonePull(model, teacher, schedule.pull, int(getattr(model, "batch_size", 64) or 64))
+    jump = None
+    if schedule.guide_horizon > 0:
+        if validations is None:
+            raise ValueError("the jump-start lowers its horizon on validation scores; it needs validation")
+        history = [row[4] for row in validations.state.rows]
+        jump = JumpStart(model, teacher, schedule, validations.validation.higher_is_better, history)
+        validations.listeners.append(jump.on_validation)
     original_train = model.train
 
     def train(*args: Any, **kwargs: Any) -> None:
@@ -213,7 +321,11 @@ def install(model: Any, schedule: Schedule, teacher: Any | None, log: FineTuneLo
         loss = float("nan")
         if pull is not None and scale() > 0:  # no actor move of any kind in the critic's warm-up
             loss = pull.step()
-        log.rows.append((step, scale(), schedule.pull(step) if pull is not None else 0.0, loss))
+        weight = schedule.pull(step) if pull is not None else 0.0
+        guided = 0
+        if jump is not None:
+            guided, jump.guided = jump.guided, 0
+        log.rows.append((step, scale(), weight, loss, jump.horizon if jump is not None else 0, guided))
 
     model.train = train
 
@@ -221,5 +333,8 @@ def install(model: Any, schedule: Schedule, teacher: Any | None, log: FineTuneLo
         del model.train  # the class's own method again
         if scaler is not None:
             scaler.remove()
+        if jump is not None:
+            jump.remove()
+            validations.listeners.remove(jump.on_validation)
 
     return undo

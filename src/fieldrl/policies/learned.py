@@ -176,17 +176,19 @@ def train_model(
             if checkpoint_dir is not None:  # kept for a resumed run's artifacts
                 checkpoint_dir.mkdir(parents=True, exist_ok=True)
                 (checkpoint_dir / IMITATION_FILE).write_bytes(imitation_stats)
-                if entry.fine_tune is not None and entry.fine_tune.pull is not None:
+                if entry.fine_tune is not None and entry.fine_tune.needs_clone:
                     clone_bytes = weights.policy_bytes(model.policy.state_dict(), {"clone": True})
                     (checkpoint_dir / CLONE_FILE).write_bytes(clone_bytes)
-    tuning_log = fine_tune.FineTuneLog()
-    undo_fine_tune = _install_fine_tune(model, entry, checkpoint_dir, restored is not None, tuning_log)
     updates = UpdateCounter(model, start=done_updates)
     callbacks: list[BaseCallback] = [curve]
     selector = None
     if validation is not None:
         selector = ValidationSelector(validation, venv, lambda: updates.total, selection_state)
         callbacks.append(selector)
+    tuning_log = fine_tune.FineTuneLog()
+    undo_fine_tune = _install_fine_tune(
+        model, entry, checkpoint_dir, restored is not None, tuning_log, selector
+    )
     if report is not None:
         callbacks.append(ProgressReporter(entry.train_steps, report))
     if checkpoint_dir is not None:
@@ -244,11 +246,14 @@ def train_model(
     if entry.fine_tune is not None:
         warmup, ramp, fade = entry.fine_tune.steps(entry.train_steps)
         weight = entry.fine_tune.pull.weight if entry.fine_tune.pull is not None else 0.0
+        jump = entry.fine_tune.jump_start
         record["fine_tune"] = {
             "critic_warmup": warmup,
             "actor_ramp": ramp,
             "pull_weight": float(weight),
             "pull_fade": fade,
+            "guide_horizon": jump.horizon if jump is not None else 0,
+            "guide_stages": jump.stages if jump is not None else 0,
         }
         artifacts[FINE_TUNE_FILE] = tuning_log.csv_text().encode()
     artifacts[MODEL_FILE] = weights.policy_bytes(state_dict, record)
@@ -257,7 +262,12 @@ def train_model(
 
 
 def _install_fine_tune(
-    model: Any, entry: Any, checkpoint_dir: Path | None, resumed: bool, log: fine_tune.FineTuneLog
+    model: Any,
+    entry: Any,
+    checkpoint_dir: Path | None,
+    resumed: bool,
+    log: fine_tune.FineTuneLog,
+    selector: ValidationSelector | None,
 ) -> Callable[[], None]:
     """Apply the entry's ``fine_tune`` to the model about to learn (the pull's teacher: the clone as
     cloned, kept in the checkpoint folder for a resumed run); returns the undo."""
@@ -266,19 +276,22 @@ def _install_fine_tune(
         return lambda: None
     warmup, ramp, fade = spec.steps(entry.train_steps)
     teacher = None
-    if spec.pull is not None:
+    if spec.pull is not None or spec.jump_start is not None:
         teacher = fine_tune.frozen_copy(model.policy)
         kept = checkpoint_dir / CLONE_FILE if checkpoint_dir is not None else None
         if resumed:
             if kept is None or not kept.is_file():
                 raise FieldrlError(
-                    f"{checkpoint_dir}: the checkpoint has no {CLONE_FILE} for the pull toward the clone; "
+                    f"{checkpoint_dir}: the checkpoint has no {CLONE_FILE} (the clone its fine-tuning uses); "
                     "delete the checkpoint folder to train this policy again from its start"
                 )
             teacher.load_state_dict(weights.read_weights(kept), strict=True)
-    return fine_tune.install(
-        model, fine_tune.Schedule(warmup, ramp, spec.pull.weight if spec.pull else 0.0, fade), teacher, log
+    weight = spec.pull.weight if spec.pull is not None else 0.0
+    jump = spec.jump_start
+    schedule = fine_tune.Schedule(
+        warmup, ramp, weight, fade, jump.horizon if jump else 0, jump.stages if jump else 1
     )
+    return fine_tune.install(model, schedule, teacher, log, selector)
 
 
 def construction_problem(

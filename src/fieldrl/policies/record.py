@@ -30,6 +30,8 @@ class FineTuneSchedule(BaseModel):
     actor_ramp: NonNegativeInt
     pull_weight: float
     pull_fade: NonNegativeInt
+    guide_horizon: NonNegativeInt = 0
+    guide_stages: NonNegativeInt = 0
 
 
 class TrainingRecord(BaseModel):

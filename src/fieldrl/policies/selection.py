@@ -134,6 +134,8 @@ class ValidationSelector(BaseCallback):
         self._cpu0 = self._wall0 = 0.0
         self._spent_cpu = self._spent_wall = 0.0  # time spent validating, left out of the curve
         self.stopped = False  # training was stopped by ``validation.observe``
+        #: called with each score (fine-tuning's jump-start lowers its horizon on them)
+        self.listeners: list[Callable[[float], None]] = []
 
     def _clock(self) -> tuple[float, float]:
         cpu = self.state.cpu_seconds + time.process_time() - self._cpu0 - self._spent_cpu
@@ -171,6 +173,8 @@ class ValidationSelector(BaseCallback):
         steps, updates = int(self.model.num_timesteps), int(self.updates())
         self.state.rows.append((steps, updates, cpu, wall, value))
         self._last = steps
+        for listener in self.listeners:
+            listener(value)
         if self._better(value):
             self.state.best_value, self.state.best_step, self.state.best_updates = value, steps, updates
             self.state.best_weights = copy.deepcopy(self.model.policy.state_dict())

@@ -1081,6 +1081,12 @@ def _fine_tune_text(entry: Any) -> str:
             f"a pull toward the clone's action ({spec.pull.weight:g}× the learning rate) faded to "
             f"nothing over {fade:,} steps"
         )
+    if spec.jump_start is not None:
+        jump = spec.jump_start
+        parts.append(
+            f"the clone drove the first {jump.horizon:,} decisions of each training episode, down to "
+            f"none in {jump.stages} equal step(s), one each time validation reached the clone's score"
+        )
     return ". Fine-tuning: " + "; ".join(parts) if parts else ""
 
 
