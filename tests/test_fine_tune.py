@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import io
+import json
 
 import gymnasium as gym
 import numpy as np
@@ -329,3 +330,33 @@ def test_a_jump_start_without_validation_seeds_is_one_clear_line(scenario_data, 
         load_scenario(tmp_path / "s.yaml")
     text = str(caught.value)
     assert "fine_tune.jump_start" in text and "seeds.validation" in text and "\n" not in text.strip()
+
+
+def test_a_study_tunes_how_a_warm_start_is_fine_tuned_in_the_same_trials(scenario_data, tmp_path):
+    """The fine-tuning options join the hyperparameters in one equal-trial study; the tuned file
+    carries the winner's choice, and a scenario using it runs with that choice."""
+    from fieldrl.evaluation import tuning
+    from fieldrl.policies.search_spaces import to_fine_tune
+
+    data = _fine_tuned(scenario_data, jump_start={"horizon": 5, "stages": 2})
+    data["policies"]["learned"][0]["train_steps"] = 512
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    result = tuning.tune(tmp_path / "s.yaml", trials=4, out=tmp_path / "t", show_progress=False)
+    study = result.studies["PPO"]
+    assert study["trials"] == 4
+    space = study["search_space"]
+    assert {"fine_tune.critic_warmup", "fine_tune.pull_weight", "fine_tune.jump_start"} <= set(space)
+    frame = tuning.trials_frame(tmp_path / "t").sort_values("number")
+    rows = frame.to_dict("records")
+    assert rows[0]["handset"]  # the scenario's own fine-tuning (its jump-start alone) runs first
+    assert json.loads(rows[0]["fine_tune"]) == {"jump_start": {"horizon": 5, "stages": 2}}
+    for row in rows[1:]:  # each later trial runs what the sampler drew
+        drew = json.loads(row["params"])
+        assert json.loads(row["fine_tune"]) == to_fine_tune(drew, {"jump_start": {"horizon": 5, "stages": 2}})
+    tuned = yaml.safe_load((tmp_path / "t" / study["file"]).read_text())
+    assert "fine_tune" in tuned  # {} where the winner fine-tunes nothing
+    data["policies"]["learned"][0]["tuned"] = str(tmp_path / "t" / study["file"])
+    (tmp_path / "uses.yaml").write_text(yaml.safe_dump(data))
+    entry = load_scenario(tmp_path / "uses.yaml").policies.learned[0]
+    assert entry.fine_tune is not None
+    assert entry.fine_tune.model_dump(exclude_defaults=True) == tuned["fine_tune"]

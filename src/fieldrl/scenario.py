@@ -651,6 +651,10 @@ class TunedFile(Strict):
     params: dict[str, Any] = Field(
         default_factory=dict, description="the entry's own domain params the study tuned (policy_params)"
     )
+    fine_tune: FineTune | None = Field(
+        None,
+        description="how the study chose to fine-tune the warm start ({}: not at all); absent: not tuned",
+    )
     study: TuningRecord
 
 
@@ -703,6 +707,13 @@ def _resolve_tuned(scenario: Scenario, source: str, base: Any) -> Scenario:
         written |= {f"params.{k}": v for k, v in entry["params"].items()}
         replacing = {**tuned.hyperparameters, **({} if tuned.n_envs is None else {"n_envs": tuned.n_envs})}
         replacing |= {f"params.{k}": v for k, v in tuned.params.items()}
+        if tuned.fine_tune is not None:
+            written_fine = FineTune.model_validate(entry["fine_tune"] or {}).model_dump(exclude_defaults=True)
+            tuned_fine = tuned.fine_tune.model_dump(exclude_defaults=True)
+            if entry["fine_tune"] is not None:
+                written["fine_tune"] = written_fine
+            replacing["fine_tune"] = tuned_fine
+            entry["fine_tune"] = tuned.fine_tune.model_dump()
         replaced = sorted(k for k, v in replacing.items() if k in written and written[k] != v)
         kept = {k: written[k] for k in replaced}
         entry["hyperparameters"] = {**entry["hyperparameters"], **tuned.hyperparameters}

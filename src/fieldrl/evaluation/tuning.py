@@ -52,6 +52,7 @@ from fieldrl.progress import JobProgress
 from fieldrl.scenario import (
     BUDGET_ALIASES,
     BUDGET_NAMES,
+    FineTune,
     LearnedEntry,
     Scenario,
     budget_name,
@@ -74,6 +75,13 @@ HANDSET = "handset"
 PARAM_PREFIX = "params."
 #: keys a user may keep at the scenario's value, and the sampled names they stand for
 KEEP_ALIASES = {
+    "fine_tune": (
+        "fine_tune.critic_warmup",
+        "fine_tune.actor_ramp",
+        "fine_tune.pull_weight",
+        "fine_tune.pull_fade",
+        "fine_tune.jump_start",
+    ),
     "policy_kwargs": ("net_arch", "activation_fn"),
     "gae_lambda": ("one_minus_gae_lambda",),
     "action_noise": ("noise_type", "noise_std"),
@@ -93,6 +101,7 @@ class TrialJob:
     train_steps: int
     seed: int
     params: dict[str, Any] = field(default_factory=dict)  # the entry's own domain params of this trial
+    fine_tune: dict[str, Any] | None = None  # how this trial fine-tunes the warm start (None: not at all)
 
     @property
     def key(self) -> str:
@@ -140,9 +149,12 @@ def _space(entry: LearnedEntry, keep: tuple[str, ...], domain: Any) -> dict[str,
     params (``params.<name>``, a choice among labelled values), less what ``keep`` holds fixed."""
     from optuna.distributions import CategoricalDistribution
 
-    from fieldrl.policies.search_spaces import search_space
+    from fieldrl.policies.search_spaces import fine_tune_space, search_space
 
     space = search_space(entry.algorithm, entry.n_envs)
+    if entry.imitate is not None or entry.residual is not None:  # a warm start to keep while learning
+        jump = entry.fine_tune is not None and entry.fine_tune.jump_start is not None
+        space |= fine_tune_space(entry.algorithm, entry.imitate is not None, jump)
     for name, choices in domain.tunable_policy_params.items():
         space[PARAM_PREFIX + name] = CategoricalDistribution(list(choices))
     dropped = {name for k in keep for name in (k, PARAM_PREFIX + k, *KEEP_ALIASES.get(k, ()))}
@@ -150,8 +162,11 @@ def _space(entry: LearnedEntry, keep: tuple[str, ...], domain: Any) -> dict[str,
 
 
 def split_sample(sample: dict[str, Any], domain: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(hyperparameter sample, the entry's own domain params)`` of one sampled configuration."""
-    hyper = {k: v for k, v in sample.items() if not k.startswith(PARAM_PREFIX)}
+    """``(hyperparameter sample, the entry's own domain params)`` of one sampled configuration (its
+    ``fine_tune.*`` values are neither: see ``search_spaces.to_fine_tune``)."""
+    from fieldrl.policies.search_spaces import FINE_TUNE_PREFIX
+
+    hyper = {k: v for k, v in sample.items() if not k.startswith((PARAM_PREFIX, FINE_TUNE_PREFIX))}
     own = {k.removeprefix(PARAM_PREFIX): v for k, v in sample.items() if k.startswith(PARAM_PREFIX)}
     params = {name: domain.tunable_policy_params[name][label] for name, label in own.items()}
     return hyper, params
@@ -559,7 +574,7 @@ def _work(
 ) -> int:
     from optuna.trial import TrialState
 
-    from fieldrl.policies.search_spaces import to_hyperparameters
+    from fieldrl.policies.search_spaces import to_fine_tune, to_hyperparameters
 
     optuna = _optuna()
     scenario, domain, _ = runner._context(scenario_data, variant)
@@ -586,16 +601,20 @@ def _work(
             study.tell(trial, state=TrialState.FAIL)
             break
         sample, params = split_sample(trial.params, domain)
+        written = entry.fine_tune.model_dump(exclude_defaults=True) if entry.fine_tune is not None else None
         if trial.user_attrs.get(HANDSET):  # the scenario's own configuration, exactly
             hyperparameters, n_envs = dict(entry.hyperparameters), entry.n_envs
             params = _own_tunable_params(entry, domain, space)
+            fine_tune = written
         else:
             hyperparameters, n_envs = to_hyperparameters(
                 entry.algorithm, sample, steps, width, entry.hyperparameters, entry.n_envs
             )
+            fine_tune = to_fine_tune(trial.params, written) if _tunes_fine_tune(space) else written
         trial.set_user_attr("hyperparameters", hyperparameters)
         trial.set_user_attr("n_envs", n_envs)
         trial.set_user_attr("params", params)
+        trial.set_user_attr("fine_tune", fine_tune)
         seeds = scenario.seeds.train
         job = TrialJob(
             policy=label,
@@ -607,11 +626,18 @@ def _work(
             train_steps=steps,
             seed=int(seeds[trial.number % len(seeds)]),
             params=params,
+            fine_tune=fine_tune,
         )
         outcome = run_trial(scenario_data, variant, job, trial, events)
         _tell(study, job, outcome, path)
         ran += 1
     return ran
+
+
+def _tunes_fine_tune(space: dict[str, Any]) -> bool:
+    from fieldrl.policies.search_spaces import FINE_TUNE_PREFIX
+
+    return any(k.startswith(FINE_TUNE_PREFIX) for k in space)
 
 
 @contextlib.contextmanager
@@ -680,6 +706,7 @@ def run_trial(
             "n_envs": job.n_envs,
             "train_steps": job.train_steps,
             "params": {**base.params, **job.params},
+            "fine_tune": None if job.fine_tune is None else FineTune.model_validate(job.fine_tune),
         }
     )
     params = domain.params_model.model_validate({**scenario.variant_params(variant), **entry.params})
@@ -771,6 +798,12 @@ def _write_tuned(
         "n_envs": int(best.user_attrs["n_envs"]),
         "hyperparameters": best.user_attrs["hyperparameters"],
         **({"params": best.user_attrs["params"]} if best.user_attrs.get("params") else {}),
+        # {} where the study chose not to fine-tune (the entry's own section is then replaced by none)
+        **(
+            {"fine_tune": best.user_attrs["fine_tune"]}
+            if best.user_attrs.get("fine_tune") is not None
+            else {}
+        ),
         "study": record,
     }
     rel = f"tuned/{runner.slug(entry.label)}.yaml"
@@ -811,6 +844,7 @@ def trials_frame(folder: str | Path) -> Any:
                         "params": json.dumps(t.params, sort_keys=True),
                         "hyperparameters": json.dumps(t.user_attrs.get("hyperparameters")),
                         "policy_params": json.dumps(t.user_attrs.get("params") or {}),
+                        "fine_tune": json.dumps(t.user_attrs.get("fine_tune")),
                         "interrupted": bool(t.user_attrs.get("interrupted", False)),
                         "handset": bool(t.user_attrs.get(HANDSET, False)),
                     }

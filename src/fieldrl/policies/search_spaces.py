@@ -105,6 +105,50 @@ def search_space(algorithm: str, n_envs: int) -> dict[str, BaseDistribution]:
     return space
 
 
+#: prefix of a sampled name that is part of a warm start's ``fine_tune`` (``fine_tune.critic_warmup``)
+FINE_TUNE_PREFIX = "fine_tune."
+
+
+def fine_tune_space(algorithm: str, cloned: bool, jump_start: bool) -> dict[str, BaseDistribution]:
+    """How a warm start is fine-tuned (``fieldrl.policies.fine_tune``), for a study to choose: the
+    critic's warm-up and the actor's ramp (shares of the training steps); with a behaviour clone on
+    an on-policy learner, the pull's weight (0: none) and fade; where the entry has a jump-start,
+    whether to use it. Tuned with the hyperparameters, in the same trials."""
+    from fieldrl.policies.signatures import FINE_TUNABLE, PULLABLE
+
+    if algorithm not in FINE_TUNABLE:
+        return {}
+    space: dict[str, BaseDistribution] = {
+        "critic_warmup": _cat(0.0, 0.05, 0.1, 0.2),
+        "actor_ramp": _cat(0.0, 0.1, 0.25),
+    }
+    if cloned and algorithm in PULLABLE:
+        space |= {"pull_weight": _cat(0.0, 0.3, 1.0, 3.0), "pull_fade": _cat(0.25, 0.5, 1.0)}
+        if jump_start:
+            space["jump_start"] = _cat(False, True)
+    return {FINE_TUNE_PREFIX + k: v for k, v in space.items()}
+
+
+def to_fine_tune(sample: dict[str, Any], written: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A ``fine_tune`` section from a sample's ``fine_tune.*`` values (``{}``: they change nothing;
+    None: the sample has none); ``written``: the entry's own section (its jump-start's settings)."""
+    chosen = {
+        k.removeprefix(FINE_TUNE_PREFIX): v for k, v in sample.items() if k.startswith(FINE_TUNE_PREFIX)
+    }
+    if not chosen:
+        return None
+    section: dict[str, Any] = {
+        "critic_warmup": float(chosen.get("critic_warmup", 0.0)),
+        "actor_ramp": float(chosen.get("actor_ramp", 0.0)),
+    }
+    if chosen.get("pull_weight"):
+        section["pull"] = {"weight": float(chosen["pull_weight"]), "fade": float(chosen["pull_fade"])}
+    jump = (written or {}).get("jump_start")
+    if jump and chosen.get("jump_start", True):
+        section["jump_start"] = dict(jump)
+    return {k: v for k, v in section.items() if v}  # {} where nothing is fine-tuned
+
+
 def describe(space: dict[str, BaseDistribution]) -> dict[str, str]:
     """Each parameter's range in words (for the tuning record and the report)."""
     out = {}
