@@ -600,7 +600,7 @@ def _effort_block(ctx: ReportContext) -> list[Any]:
         rows.append(
             [
                 entry.label,
-                _trained_text(records),
+                _trained_text(records) + _fine_tune_short(entry),
                 _kept_text(records) + _moved_past_text(ctx, entry),
                 _tuning_text(entry, scenario.name, scenario.variant_names),
             ]
@@ -1064,6 +1064,23 @@ def _imitation_text(entry: Any) -> str:
         f". Warm start: behaviour-cloned from {m.heuristic} on {m.episodes} training-seed episodes "
         f"({m.epochs} epochs, at most {m.max_decisions:,} decisions) before RL training"
     )
+
+
+def _fine_tune_short(entry: Any) -> str:
+    """The effort table's word on how a warm start was fine-tuned (the appendix says it in full)."""
+    spec = entry.fine_tune
+    if spec is None:
+        return ""
+    parts = []
+    if spec.critic_warmup:
+        parts.append(f"critic warm-up {spec.critic_warmup:.0%} of training")
+    if spec.actor_ramp:
+        parts.append(f"actor ramp {spec.actor_ramp:.0%}")
+    if spec.pull is not None:
+        parts.append(f"pull to the clone {spec.pull.weight:g}× fading over {spec.pull.fade:.0%}")
+    if spec.jump_start is not None:
+        parts.append(f"jump-start {spec.jump_start.horizon:,} decisions in {spec.jump_start.stages} stage(s)")
+    return "; fine-tuned: " + ", ".join(parts) if parts else "; no fine-tuning aid"
 
 
 def _fine_tune_text(entry: Any) -> str:
