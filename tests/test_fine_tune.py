@@ -360,3 +360,39 @@ def test_a_study_tunes_how_a_warm_start_is_fine_tuned_in_the_same_trials(scenari
     entry = load_scenario(tmp_path / "uses.yaml").policies.learned[0]
     assert entry.fine_tune is not None
     assert entry.fine_tune.model_dump(exclude_defaults=True) == tuned["fine_tune"]
+
+
+def test_an_interrupted_fine_tuning_resumes_from_its_checkpoint_and_continues_its_schedules(
+    scenario_data, tmp_path, monkeypatch
+):
+    from fieldrl import api
+    from fieldrl.policies import checkpoint
+
+    pull, jump = {"weight": 1.0, "fade": 0.75}, {"horizon": 10, "stages": 2}
+    data = _fine_tuned(scenario_data, critic_warmup=0.125, actor_ramp=0.25, pull=pull, jump_start=jump)
+    entry = data["policies"]["learned"][0]
+    entry["train_steps"], entry["checkpoint_every"] = 1024, 256
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    saves, real_save = [], checkpoint.save_checkpoint
+
+    def interrupt_after_second(folder, *args, **kwargs):
+        real_save(folder, *args, **kwargs)
+        saves.append(folder)
+        if len(saves) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint, "save_checkpoint", interrupt_after_second)
+    folder = api.create_run(tmp_path / "s.yaml", tmp_path / "run")
+    with pytest.raises(KeyboardInterrupt):
+        api.resume(folder.path, show_progress=False)
+    kept = list((folder.path / "checkpoints").rglob("clone.safetensors"))
+    assert len(kept) == 1  # the clone as cloned, for the resumed pull and jump-start
+    monkeypatch.setattr(checkpoint, "save_checkpoint", real_save)
+    api.resume(folder.path, show_progress=False)
+    rows = list(
+        csv.DictReader(io.StringIO((folder.path / "models/default/PPO/seed-0/fine_tune.csv").read_text()))
+    )
+    # one row per update across the interruption, the schedules where they would have been
+    assert [int(r["timesteps"]) for r in rows] == [256, 512, 768, 1024]
+    assert [float(r["actor_scale"]) for r in rows] == [0.5, 1.0, 1.0, 1.0]
+    assert [float(r["pull_weight"]) for r in rows] == pytest.approx([2 / 3, 1 / 3, 0.0, 0.0], abs=1e-5)

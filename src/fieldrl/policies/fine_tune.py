@@ -92,6 +92,23 @@ class FineTuneLog:
     the jump-start's horizon and the decisions the clone took in that rollout."""
 
     rows: list[tuple[int, float, float, float, int, int]] = field(default_factory=list)
+    #: called after each row (training keeps the log beside its checkpoints)
+    on_row: Callable[[FineTuneLog], None] | None = None
+
+    def add(self, row: tuple[int, float, float, float, int, int]) -> None:
+        self.rows.append(row)
+        if self.on_row is not None:
+            self.on_row(self)
+
+    @classmethod
+    def from_csv(cls, text: str, up_to: int) -> FineTuneLog:
+        """The rows of a kept log up to env step ``up_to`` (a resumed training's, to its checkpoint)."""
+        rows = []
+        for line in text.strip().splitlines()[1:]:
+            t, a, w, loss, h, n = line.split(",")
+            if int(t) <= up_to:
+                rows.append((int(t), float(a), float(w), float(loss), int(h), int(n)))
+        return cls(rows=rows)
 
     def csv_text(self) -> str:
         lines = [",".join(LOG_COLUMNS)]
@@ -325,7 +342,7 @@ def install(
         guided = 0
         if jump is not None:
             guided, jump.guided = jump.guided, 0
-        log.rows.append((step, scale(), weight, loss, jump.horizon if jump is not None else 0, guided))
+        log.add((step, scale(), weight, loss, jump.horizon if jump is not None else 0, guided))
 
     model.train = train
 

@@ -25,7 +25,7 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
 from fieldrl.errors import FieldrlError, short_repr
-from fieldrl.files import read_regular
+from fieldrl.files import atomic_write_bytes, read_regular
 from fieldrl.policies import checkpoint, fine_tune, memory_guard, weights
 from fieldrl.policies.base import Policy
 from fieldrl.policies.registry import ALGORITHMS, algorithm_parameters, build_kwargs
@@ -274,6 +274,24 @@ def _install_fine_tune(
     spec = entry.fine_tune
     if spec is None:
         return lambda: None
+    if checkpoint_dir is not None:  # the log is kept beside the checkpoints, for a resumed training
+        kept_log = checkpoint_dir / FINE_TUNE_FILE
+        if resumed and kept_log.is_file():
+            try:
+                log.rows = fine_tune.FineTuneLog.from_csv(
+                    read_regular(kept_log).decode(), int(model.num_timesteps)
+                ).rows
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise FieldrlError(
+                    f"{kept_log}: not the fine-tuning log fieldrl writes ({exc}); delete the checkpoint "
+                    "folder to train this policy again from its start"
+                ) from None
+
+        def keep(done: fine_tune.FineTuneLog) -> None:
+            checkpoint_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(kept_log, done.csv_text().encode())
+
+        log.on_row = keep
     warmup, ramp, fade = spec.steps(entry.train_steps)
     teacher = None
     if spec.pull is not None or spec.jump_start is not None:
