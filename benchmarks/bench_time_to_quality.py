@@ -14,6 +14,10 @@ capped at ``STEP_CAP`` steps (``--quick``: ``QUICK_CAP``) so the whole suite sta
 or so; the cap is recorded. CPU seconds are the training process's own CPU time, validation
 excluded, with one torch thread (time-to-quality on one core).
 
+Each warm-started entry (imitation or residual) also gets the first validation checkpoint that beat
+its start, the clone (issue 41: "moved past the clone"), in steps and CPU seconds, or None.
+``--backfill`` adds that to an existing results file from the curves it holds, training nothing.
+
 ``TARGETS`` adds fixed levels an issue set (chemo/full s1: SAC and TD3 to return 250), with a finer
 validation grid; they run in the full benchmark or with ``--only chemo/full``.
 """
@@ -173,6 +177,7 @@ def measure(name: str, cap: int) -> dict[str, Any]:
                 "curve": [list(r) for r in curve],
             }
         )
+        entries[-1] |= _moved_past(entries[-1], kpi.higher_is_better)
         shown = f"{hit[1]:.1f} CPU-s, {hit[0]:,} steps" if hit else f"not reached (best {best_value:.4g})"
         print(f"{name:20} {entry.label:14} to {best_rule} ({level:.4g}): {shown}", flush=True)
     return {
@@ -190,6 +195,33 @@ def measure(name: str, cap: int) -> dict[str, Any]:
     }
 
 
+def _moved_past(entry: dict[str, Any], higher: bool) -> dict[str, Any]:
+    """For a warm-started entry: when its validation score first beat its start's (None: never)."""
+    from fieldrl.reports.pdf import moved_past_start
+
+    if not entry.get("anchored"):
+        return {}
+    moved = moved_past_start([(r[0], r[2], r[4]) for r in entry["curve"]], higher)
+    return {
+        "moved_past_start": moved is not None,
+        "steps_to_move_past_start": moved[0] if moved else None,
+        "cpu_seconds_to_move_past_start": moved[1] if moved else None,
+    }
+
+
+def backfill() -> None:
+    """Add the moved-past-the-start fields to the results file from the curves it holds."""
+    data = json.loads(RESULT.read_text())
+    for scenario in data["scenarios"]:
+        for entry in scenario["entries"]:
+            entry |= _moved_past(entry, scenario["higher_is_better"])
+    RESULT.write_text(json.dumps(data, indent=2) + "\n")
+    for scenario in data["scenarios"]:
+        for e in scenario["entries"]:
+            if e.get("anchored"):
+                print(scenario["scenario"], e["policy"], e["moved_past_start"], e["steps_to_move_past_start"])
+
+
 def _merged(results: list[dict], targets: list[dict]) -> tuple[list[dict], list[dict]]:
     """``results`` and ``targets`` with the existing results file's entries for everything else."""
     path = RESULT.parent / "quick" / RESULT.name if quick_mode() else RESULT
@@ -205,7 +237,10 @@ def _merged(results: list[dict], targets: list[dict]) -> tuple[list[dict], list[
     return merged, kept_targets + targets
 
 
-def main() -> dict[str, Any]:
+def main() -> dict[str, Any] | None:
+    if "--backfill" in sys.argv:
+        backfill()
+        return None
     import torch
 
     torch.set_num_threads(1)
