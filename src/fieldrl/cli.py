@@ -527,6 +527,70 @@ def replay(
     say(f"Report: {api.report(run_dir)}")
 
 
+@app.command("export")
+@user_errors
+def export_command(
+    run_dir: RunDirArg,
+    policy: Annotated[str, typer.Option("--policy", help="the learned policy to export (its name)")],
+    setting: Annotated[
+        str | None,
+        typer.Option("--setting", "--variant", help="the setting it was trained in (default: its first)"),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="the training seed (default: the scenario's first)")
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="bundle folder to create (must not exist or be empty)")
+    ] = None,
+) -> None:
+    """Export a trained policy as an ONNX bundle that runs without torch or the simulator.
+
+    Writes policy.onnx (observation normalisation folded in, the output is the environment's action),
+    bundle.json (inputs, outputs, action mask), model-card.md/.json and manifest.json (SHA-256 of every
+    file). Checked against the torch policy on one episode before anything is written. Shielded,
+    residual and recurrent policies are refused. See docs/deploying.md.
+    """
+    from fieldrl import export
+
+    result = export.export_policy(run_dir, policy, setting, seed, out_dir)
+    check = result.card["export_check"]
+    difference = (
+        f"max |difference| {check['max_abs_difference']:.3g}"
+        if "max_abs_difference" in check
+        else f"{check['differing_actions']} different actions"
+    )
+    say(
+        f"Checked against the torch policy on {check['decisions']} decisions: {difference}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    say(f"Bundle: {result.folder}  (try: fieldrl act {result.folder} < observations.jsonl)", soft_wrap=True)
+
+
+@app.command("act")
+@user_errors
+def act_command(
+    bundle: Annotated[Path, typer.Argument(help="a bundle folder written by `fieldrl export`")],
+) -> None:
+    """Shadow mode: answer observations on stdin with a bundle's actions on stdout.
+
+    Each input line is JSON: {"obs": [...], "mask": [...]} (mask only for policies trained with action
+    masks) or a bare list of numbers; each answer is one line {"action": ...}. Blank lines are skipped.
+    A bad line ends the command with one line on stderr naming its line number, exit status 2.
+    """
+    from fieldrl import runtime
+
+    def write(line: str) -> None:
+        sys.stdout.write(line)
+        sys.stdout.flush()  # each answer as soon as it is known
+
+    try:
+        loaded = runtime.Bundle.load(bundle)
+        runtime.serve(loaded, iter(sys.stdin.readline, ""), write)
+    except runtime.BundleError as exc:
+        raise FieldrlError(str(exc)) from None
+
+
 @app.command()
 @user_errors
 def report(run_dir: RunDirArg) -> None:

@@ -1,0 +1,808 @@
+"""``fieldrl export``: a trained policy as a bundle that runs without torch, SB3 or the simulator.
+
+The learned model is rebuilt from the run's validated scenario and its weights are loaded as tensors
+(:func:`fieldrl.evaluation.runner.build_policy`, the path evaluation takes; nothing is unpickled). One
+small torch module then says, step by step, what evaluation computes for an observation:
+
+    observation normalisation (the run's statistics, in float64 as numpy computes them)
+    -> the network's deterministic action path
+    -> the environment's action (argmax over allowed actions / per dimension; a continuous action
+       squashed and unscaled, or clipped, to the action space's bounds)
+
+and is traced to ONNX. Before anything is written the bundle is played against the torch policy on one
+episode of the domain's own environment (a training seed, never a held-out one): every action must be
+the same (discrete) or within ``1e-5`` (continuous), else the export is refused. The bundle's files
+(see docs/deploying.md) are written into a temporary folder that is renamed into place at the end, so
+a refused or failed export leaves nothing behind.
+
+Refused, in one line: policies whose tested behaviour the network alone is not (a runtime shield, a
+residual correction of a heuristic) and recurrent policies (their memory is not exported yet).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fieldrl import runtime
+from fieldrl.errors import FieldrlError
+from fieldrl.names import slug
+
+#: ONNX operator set of the exported graph (onnxruntime >= 1.17 runs it)
+OPSET = 17
+ONNX_FILE = "policy.onnx"
+CARD_MD = "model-card.md"
+CARD_JSON = "model-card.json"
+#: algorithms whose deterministic action is a feed-forward function of one observation
+SUPPORTED = (
+    "ppo",
+    "a2c",
+    "trpo",
+    "maskable-ppo",
+    "vd-maskable-ppo",
+    "independent-ppo",
+    "dqn",
+    "sac",
+    "tqc",
+    "td3",
+    "ddpg",
+)
+RECURRENT = ("recurrent-ppo", "lstm-td3")
+#: decisions of the self-check episode compared at most
+CHECK_DECISIONS = 500
+#: largest difference allowed between the bundle's and the torch policy's continuous actions
+TOLERANCE = 1e-5
+
+
+@dataclass
+class ExportResult:
+    """What ``export_policy`` wrote: the bundle folder, its contract (``bundle.json``) and model card."""
+
+    folder: Path
+    contract: dict[str, Any]
+    card: dict[str, Any]
+
+
+def refusal(entry: Any, domain_name: str) -> str | None:
+    """Why learned entry ``entry`` cannot be exported as a bundle, in one line; None where it can."""
+    label = entry.label
+    if entry.shield is not None:
+        return (
+            f"{label} was evaluated behind the {domain_name} runtime shield ({entry.shield.heuristic} vets "
+            "every learned action); exporting it without the shield is refused: the bundle would not be the "
+            "policy that was tested (shielded export is not supported yet)"
+        )
+    if entry.residual is not None:
+        return (
+            f"{label} is a residual policy ({entry.residual.heuristic}'s action plus a learned correction); "
+            "exporting the correction without the heuristic is refused: the bundle would not be the policy "
+            "that was tested (residual export is not supported yet)"
+        )
+    if entry.algorithm in RECURRENT:
+        return (
+            f"{label} ({entry.algorithm}) is recurrent: its action depends on a memory carried from step to "
+            "step, which export does not write yet (recurrent export is planned); refused rather than "
+            "exported without its memory"
+        )
+    if entry.algorithm not in SUPPORTED:
+        return f"{label} ({entry.algorithm}): export supports {', '.join(SUPPORTED)}"
+    return None
+
+
+# ------------------------------------------------------------------------------------- the graph
+
+
+def _graph_module() -> Any:
+    """The :class:`PolicyGraph` class (defined on first use: importing this module needs no torch)."""
+    import torch
+    from gymnasium import spaces
+    from stable_baselines3.common.policies import ActorCriticPolicy, BaseModel
+    from stable_baselines3.dqn.policies import DQNPolicy
+    from stable_baselines3.td3.policies import TD3Policy
+    from torch import nn
+
+    from fieldrl.policies.independent import IndependentMlpExtractor
+
+    def kind_of(policy: Any) -> str:
+        from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+        if hasattr(policy, "lstm_actor"):
+            raise FieldrlError("recurrent policies are not exported yet")
+        if isinstance(policy, ActorCriticPolicy | MaskableActorCriticPolicy):
+            return "actor-critic"
+        if isinstance(policy, DQNPolicy):
+            return "q"
+        if isinstance(policy, TD3Policy):  # TD3 and DDPG: the actor ends in tanh
+            return "deterministic-actor"
+        actor = getattr(policy, "actor", None)
+        if actor is not None and all(hasattr(actor, a) for a in ("latent_pi", "mu", "features_extractor")):
+            return "squashed-gaussian-actor"  # SAC, TQC
+        raise FieldrlError(f"{type(policy).__name__}: not a policy export knows")
+
+    class PolicyGraph(nn.Module):
+        """Normalisation, the deterministic action path and the action mapping of one SB3 policy."""
+
+        def __init__(self, policy: Any, norm: dict[str, Any] | None, masked: bool) -> None:
+            super().__init__()
+            self.policy = policy
+            self.kind = kind_of(policy)
+            self.masked = masked
+            space = policy.action_space
+            self.space = space
+            if norm is not None:
+                mean = np.asarray(norm["mean"], dtype=np.float64)
+                std = np.sqrt(np.asarray(norm["var"], dtype=np.float64) + float(norm["epsilon"]))
+                self.register_buffer("mean", torch.as_tensor(mean))
+                self.register_buffer("std", torch.as_tensor(std))
+                self.clip = float(norm["clip_obs"])
+            self.normalized = norm is not None
+            if isinstance(space, spaces.Box):
+                self.register_buffer("low", torch.as_tensor(np.asarray(space.low, dtype=np.float32)))
+                self.register_buffer("high", torch.as_tensor(np.asarray(space.high, dtype=np.float32)))
+            self.nvec = [int(n) for n in space.nvec] if isinstance(space, spaces.MultiDiscrete) else []
+
+        def _actor_latent(self, features: torch.Tensor) -> torch.Tensor:
+            extractor = self.policy.mlp_extractor
+            if not isinstance(extractor, IndependentMlpExtractor):
+                return extractor.forward_actor(features)
+            # independent-ppo routes each row to its agent's MLP by indexing, which a trace would fix to the
+            # rows of the example; here every agent's MLP sees every row and a one-hot keeps its own rows
+            # (the same block latent: the agent's block, zeros elsewhere, then the agent's one-hot)
+            n = extractor.n_agents
+            agent = features[:, features.shape[1] - n :].argmax(dim=1)
+            onehot = (agent.unsqueeze(1) == torch.arange(n)).to(features.dtype)
+            x = features[:, : features.shape[1] - n]
+            blocks = [nets.policy_net(x) * onehot[:, i : i + 1] for i, nets in enumerate(extractor.agents)]
+            return torch.cat([*blocks, onehot], dim=1)
+
+        def _raw(self, x: torch.Tensor) -> torch.Tensor:
+            policy = self.policy
+            if self.kind == "actor-critic":
+                features = BaseModel.extract_features(policy, x, policy.pi_features_extractor)
+                return policy.action_net(self._actor_latent(features))
+            if self.kind == "q":
+                return policy.q_net(x)
+            actor = policy.actor
+            if self.kind == "deterministic-actor":
+                return actor(x)
+            features = actor.extract_features(x, actor.features_extractor)
+            return torch.tanh(actor.mu(actor.latent_pi(features)))  # the squashed Gaussian's mode
+
+        @staticmethod
+        def _mode(logits: torch.Tensor) -> torch.Tensor:
+            """argmax of the categorical's probabilities, computed as torch's ``Categorical`` does."""
+            normalized = logits - logits.logsumexp(dim=-1, keepdim=True)
+            return torch.argmax(torch.softmax(normalized, dim=-1), dim=1)
+
+        def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            obs = inputs[0]
+            if self.normalized:  # VecNormalize's arithmetic, in float64 as numpy does it
+                obs = torch.clamp((obs - self.mean) / self.std, -self.clip, self.clip)
+            raw = self._raw(obs.to(torch.float32))
+            space = self.space
+            if self.kind == "q":
+                return torch.argmax(raw, dim=1), raw
+            if isinstance(space, spaces.Box):
+                if self.kind == "actor-critic" and self.policy.squash_output:
+                    raw = torch.tanh(raw)  # gSDE with squash_output: the distribution's mode
+                if self.policy.squash_output:
+                    action = self.low + 0.5 * (raw + 1.0) * (self.high - self.low)
+                else:
+                    action = torch.minimum(torch.maximum(raw, self.low), self.high)
+                return (action.reshape(-1, *space.shape),)
+            logits = raw
+            if self.masked:  # sb3-contrib's masking: disallowed logits set to -1e8
+                logits = torch.where(inputs[1], logits, torch.tensor(-1e8, dtype=logits.dtype))
+            if isinstance(space, spaces.Discrete):
+                return self._mode(logits), logits
+            if isinstance(space, spaces.MultiDiscrete):
+                parts = torch.split(logits, self.nvec, dim=1)
+                return torch.stack([self._mode(p) for p in parts], dim=1), logits
+            if isinstance(space, spaces.MultiBinary):  # Bernoulli's mode: round(sigmoid(logits))
+                return torch.round(torch.sigmoid(logits)).to(torch.int64), logits
+            raise FieldrlError(f"action space {space}: not one export knows")
+
+    return PolicyGraph
+
+
+def onnx_bytes(
+    model: Any, norm: dict[str, Any] | None, mask_size: int | None
+) -> tuple[bytes, list[str], str]:
+    """The ONNX model of SB3 ``model`` with the statistics ``norm`` folded in and, with ``mask_size``, an
+    action-mask input; its output names; and which kind of policy it is."""
+    import torch
+    from gymnasium import spaces
+
+    masked = mask_size is not None
+    graph = _graph_module()(model.policy, norm, masked).eval()
+    obs_shape = tuple(model.observation_space.shape)
+    example: list[torch.Tensor] = [torch.zeros((3, *obs_shape), dtype=torch.float64)]
+    names = ["obs"]
+    if mask_size is not None:
+        example.append(torch.ones((3, mask_size), dtype=torch.bool))
+        names.append("mask")
+    space = model.action_space
+    if isinstance(space, spaces.Box):
+        outputs = ["action"]
+    else:
+        outputs = ["action", "q_values" if graph.kind == "q" else "logits"]
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and tracer notes
+        torch.onnx.export(
+            graph,
+            tuple(example),
+            buffer,
+            dynamo=False,
+            input_names=names,
+            output_names=outputs,
+            dynamic_axes={name: {0: "batch"} for name in (*names, *outputs)},
+            opset_version=OPSET,
+            do_constant_folding=True,
+        )
+    return buffer.getvalue(), outputs, graph.kind
+
+
+# ------------------------------------------------------------------------------------- self-check
+
+
+@dataclass
+class Decisions:
+    """What the torch policy did on one episode: per decision the observation, mask and action (each
+    without the batch axis of one episode), and the domain's names for features and actions."""
+
+    observations: list[np.ndarray]
+    masks: list[np.ndarray | None]
+    actions: list[np.ndarray]
+    per_agent: bool
+    agents: int | None
+    features: list[str] | None
+    action_words: list[str] | None
+
+
+def play_one_episode(
+    domain: Any, params: Any, policy: Any, seed: int, limit: int = CHECK_DECISIONS
+) -> Decisions:
+    """Play (up to ``limit`` decisions of) one episode with the torch ``policy`` as evaluation plays it,
+    recording each observation, the action mask it was given and its action."""
+    envs = domain.make_eval_envs(params, [seed])
+    try:
+        obs = np.asarray(envs.reset())
+        obs_shape = tuple(policy.model.observation_space.shape)
+        per_agent = obs.shape[1:] != obs_shape
+        features = words = None
+        if len(obs_shape) == 1:
+            features = list(domain.decision_features(envs, obs_shape[0]))
+            words = domain.action_words(envs)
+        policy.reset(1)
+        policy.bind_envs(envs)
+        masked = policy.masked and hasattr(envs, "action_masks")
+        record = Decisions([], [], [], per_agent, obs.shape[1] if per_agent else None, features, words)
+        start = np.ones(1, dtype=bool)
+        for _ in range(limit):
+            mask = np.asarray(envs.action_masks(), dtype=bool)[0] if masked else None  # as act reads it
+            action = np.asarray(policy.act(obs, start))
+            record.observations.append(obs[0].copy())
+            record.masks.append(mask)
+            record.actions.append(action[0].copy())
+            obs, _, terminated, truncated, _ = envs.step(action)
+            obs = np.asarray(obs)
+            start = np.zeros(1, dtype=bool)
+            if bool(np.asarray(terminated)[0]) or bool(np.asarray(truncated)[0]):
+                break
+        return record
+    finally:
+        envs.close()
+
+
+def compare(bundle: runtime.Bundle, decisions: Decisions, continuous: bool) -> dict[str, Any]:
+    """The bundle's actions against the torch policy's on ``decisions``; refused beyond tolerance."""
+    worst = 0.0
+    differing = 0
+    for i, (obs, mask, expected) in enumerate(
+        zip(decisions.observations, decisions.masks, decisions.actions, strict=True)
+    ):
+        got = bundle.act(obs, mask)
+        if got.shape != expected.shape:
+            raise FieldrlError(
+                f"export check: decision {i}: the bundle answered shape {got.shape}, the policy "
+                f"{expected.shape}; nothing was written"
+            )
+        if continuous:
+            worst = max(worst, float(np.max(np.abs(got.astype(np.float64) - expected), initial=0.0)))
+        else:
+            differing += int(np.sum(got != expected))
+    if worst > TOLERANCE or differing:
+        what = (
+            f"max |difference| {worst:.3g} > {TOLERANCE:g}"
+            if continuous
+            else f"{differing} different actions"
+        )
+        raise FieldrlError(
+            "export check: the ONNX graph does not reproduce the policy on "
+            f"{len(decisions.actions)} decisions ({what}); nothing was written (please report this as a bug)"
+        )
+    return {
+        "decisions": len(decisions.actions),
+        "max_abs_difference" if continuous else "differing_actions": worst if continuous else differing,
+    }
+
+
+# ------------------------------------------------------------------------------------- the bundle
+
+
+def _contract(
+    model: Any,
+    norm: dict[str, Any] | None,
+    decisions: Decisions,
+    mask_size: int | None,
+    outputs: list[str],
+    kind: str,
+) -> dict[str, Any]:
+    """``bundle.json``: what goes in, what comes out and how, in plain data."""
+    from gymnasium import spaces
+
+    space = model.action_space
+    obs_space = model.observation_space
+    observation: dict[str, Any] = {
+        "shape": list(obs_space.shape),
+        "dtype": "float64 (any numbers are accepted and read as float64)",
+        "environment_dtype": str(obs_space.dtype),
+        "per_agent": decisions.per_agent,
+        "normalization": "folded into the graph"
+        if norm is not None
+        else "none (the policy reads raw observations)",
+    }
+    if decisions.per_agent:
+        observation["agents"] = (
+            f"one row per agent: a decision is (agents, {', '.join(map(str, obs_space.shape))}); the "
+            f"environment had {decisions.agents} agent slots"
+        )
+    if decisions.features is not None:
+        observation["features"] = decisions.features
+    action: dict[str, Any] = {"shape": list(space.shape)}
+    if isinstance(space, spaces.Box):
+        squash = bool(model.policy.squash_output)
+        action |= {
+            "kind": "continuous",
+            "dtype": "float32",
+            "low": np.asarray(space.low, dtype=np.float64).tolist(),
+            "high": np.asarray(space.high, dtype=np.float64).tolist(),
+            "rule": "the deterministic action (the distribution's mean), "
+            + ("squashed by tanh and scaled to [low, high]" if squash else "clipped to [low, high]"),
+        }
+    elif isinstance(space, spaces.Discrete):
+        action |= {
+            "kind": "discrete",
+            "dtype": "int64",
+            "n": int(space.n),
+            "rule": "argmax of the Q-values"
+            if kind == "q"
+            else "argmax of the action probabilities" + (" over the allowed actions" if mask_size else ""),
+        }
+    elif isinstance(space, spaces.MultiDiscrete):
+        action |= {
+            "kind": "multi-discrete",
+            "dtype": "int64",
+            "nvec": [int(n) for n in space.nvec],
+            "rule": "per dimension, argmax of its action probabilities"
+            + (" over its allowed values" if mask_size else ""),
+        }
+    else:
+        action |= {"kind": "binary", "dtype": "int64", "rule": "1 where the probability is above one half"}
+    if decisions.action_words is not None:
+        action["words"] = list(decisions.action_words)
+    mask = None
+    if mask_size is not None:
+        mask = {
+            "size": mask_size,
+            "required": True,
+            "meaning": "True (or 1) where an action is allowed, as the environment computes it"
+            + (
+                " (the values of every dimension, one after another)"
+                if isinstance(space, spaces.MultiDiscrete)
+                else ""
+            )
+            + "; a disallowed action's logit is set to -1e8, as in training and evaluation",
+        }
+    return {
+        "format": runtime.FORMAT,
+        "model": ONNX_FILE,
+        "onnx": {
+            "observation": "obs",
+            "mask": "mask" if mask_size else None,
+            "outputs": outputs,
+            "opset": OPSET,
+        },
+        "observation": observation,
+        "action": action,
+        "mask": mask,
+        "normalization": None
+        if norm is None
+        else {k: (np.asarray(v, dtype=np.float64).tolist()) for k, v in norm.items()},
+    }
+
+
+def _held_out(
+    folder: Any, scenario: Any, domain: Any, setting: str, label: str, seed: int
+) -> dict[str, Any] | None:
+    """This policy's held-out results against the best standard policy (``summary.json``), or None for a
+    run not evaluated yet."""
+    from fieldrl.evaluation.readback import read_results, read_summary
+
+    if "summary.json" not in folder.hashes():
+        return None
+    summary = read_summary(folder, scenario, domain)
+    entry = summary["variants"].get(setting, {})
+    mine = entry.get("policies", {}).get(label)
+    if mine is None:
+        return None
+    best = entry.get("best_heuristic")
+    theirs = entry.get("policies", {}).get(best, {}) if best else {}
+    results = read_results(folder, scenario)
+    own = results[
+        (results["variant"] == setting) & (results["policy"] == label) & (results["train_seed"] == seed)
+    ]
+    kpis = []
+    for kpi in summary["kpis"]:
+        name = kpi["name"]
+        if name not in mine or kpi.get("wall_clock"):
+            continue
+        values = own[own["metric"] == name]["value"]
+        kpis.append(
+            {
+                "name": name,
+                "label": kpi["label"],
+                "unit": kpi["unit"],
+                "higher_is_better": kpi["higher_is_better"],
+                "ranked": bool(kpi.get("ranked", True)),
+                "policy": mine[name]["mean"],
+                "this_seed": float(values.mean()) if len(values) else None,
+                "best_standard": theirs[name]["mean"] if name in theirs else None,
+            }
+        )
+    first = next(iter(mine.values()))
+    return {
+        "primary_kpi": summary["primary_kpi"],
+        "best_standard_policy": best,
+        "eval_seeds": first.get("n_eval_seeds"),
+        "train_seeds": first.get("n_train_seeds"),
+        "confidence": summary.get("confidence"),
+        "kpis": kpis,
+    }
+
+
+NOT_PROMISED = [
+    "No simulator and no domain logic: the bundle maps one observation (and mask) to one action; building "
+    "the observation and the mask exactly as the environment does is the caller's job.",
+    "No runtime shield or heuristic: what the scenario tested around the network is not in the bundle "
+    "(export refuses shielded and residual policies for that reason).",
+    "No memory: each decision depends on the current observation only.",
+    "The validated range is the scenario's: the held-out results hold for the world the scenario describes "
+    "(its parameters are in this card); observations from elsewhere were never tested.",
+]
+
+
+def _card(
+    scenario: Any,
+    entry: Any,
+    setting: str,
+    seed: int,
+    params: Any,
+    record: dict[str, Any],
+    run_dir: Path,
+    weights_sha256: str,
+    held_out: dict[str, Any] | None,
+    check: dict[str, Any],
+    versions: dict[str, str],
+) -> dict[str, Any]:
+    return {
+        "format": "fieldrl-model-card/1",
+        "scenario": {
+            "name": scenario.name,
+            "description": " ".join(scenario.description.split()),
+            "domain": scenario.domain,
+            "setting": setting,
+            "params": params.model_dump(mode="json"),
+            "run_folder": str(run_dir.resolve()),
+        },
+        "policy": {
+            "name": entry.label,
+            "algorithm": entry.algorithm,
+            "policy_class": entry.policy,
+            "train_seed": seed,
+            "hyperparameters": entry.hyperparameters,
+            "normalize_obs": entry.normalize_obs,
+            "weights_sha256": weights_sha256,
+        },
+        "training": record,
+        "held_out": held_out,
+        "export_check": check,
+        "not_promised": NOT_PROMISED,
+        "versions": versions,
+    }
+
+
+def _number(value: Any) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _interval(stat: dict[str, Any] | None) -> str:
+    if not stat:
+        return "-"
+    low, high = stat.get("low"), stat.get("high")
+    text = _number(stat.get("value"))
+    if low is not None and high is not None and np.isfinite(low) and np.isfinite(high):
+        text += f" [{_number(low)}, {_number(high)}]"
+    return text
+
+
+def card_markdown(card: dict[str, Any], contract: dict[str, Any]) -> str:
+    """The model card in words (``model-card.md``); ``model-card.json`` holds the same numbers."""
+    s, p, t = card["scenario"], card["policy"], card["training"]
+    lines = [
+        f"# Model card: {p['name']} — {s['name']}",
+        "",
+        f"{s['description']}",
+        "",
+        "## What this is",
+        f"- Domain: {s['domain']}; setting: {s['setting']}",
+        f"- Policy: {p['name']} ({p['algorithm']}, {p['policy_class']}), training seed {p['train_seed']}",
+        f"- Training effort (from the weights file): {t.get('num_timesteps', 0):,} environment steps, "
+        f"{t.get('gradient_updates', 0):,} gradient updates",
+    ]
+    selected = t.get("selected")
+    if selected:
+        when = (
+            "the untrained start (step 0)"
+            if selected["timesteps"] == 0
+            else f"step {selected['timesteps']:,} ({selected['gradient_updates']:,} updates)"
+        )
+        lines.append(
+            f"- Kept checkpoint: {when}, best on the validation seeds "
+            f"({selected['kpi']} {_number(selected['value'])})"
+        )
+    if t.get("fine_tune"):
+        lines.append(f"- Fine-tuned from a warm start: {json.dumps(t['fine_tune'], sort_keys=True)}")
+    lines += [f"- Weights: SHA-256 {p['weights_sha256']} in {s['run_folder']}", ""]
+    held = card["held_out"]
+    lines.append("## Held-out results")
+    if held is None:
+        lines += ["", "The run was not evaluated when this bundle was exported: no held-out results.", ""]
+    else:
+        best = held["best_standard_policy"] or "none"
+        level = held.get("confidence")
+        ci = f"{100 * level:g} % CI" if isinstance(level, int | float) else "CI"
+        lines += [
+            "",
+            f"Means over {held['eval_seeds']} held-out cases and {held['train_seeds']} training seed(s) of "
+            f"{p['name']}, [{ci}]; the bundle is training seed {p['train_seed']} (its own mean beside). "
+            f"Best standard policy: {best}. Primary KPI: {held['primary_kpi']}.",
+            "",
+            f"| KPI | {p['name']} | seed {p['train_seed']} | {best} |",
+            "| --- | --- | --- | --- |",
+        ]
+        for k in held["kpis"]:
+            arrow = "higher is better" if k["higher_is_better"] else "lower is better"
+            arrow = arrow if k["ranked"] else "a trade-off, not a goal"
+            unit = f", {k['unit']}" if k["unit"] else ""
+            lines.append(
+                f"| {k['label']} ({arrow}{unit}) | {_interval(k['policy'])} | {_number(k['this_seed'])} | "
+                f"{_interval(k['best_standard'])} |"
+            )
+        lines.append("")
+    obs, action = contract["observation"], contract["action"]
+    lines += [
+        "## Inputs and outputs",
+        f"- Observation: shape {tuple(obs['shape'])}"
+        + (" per agent, a decision is one row per agent" if obs["per_agent"] else "")
+        + f"; normalisation {obs['normalization']}",
+        f"- Action: {action['kind']}, shape {tuple(action['shape'])}: {action['rule']}",
+    ]
+    if contract["mask"]:
+        lines.append(
+            f"- Action mask (required): {contract['mask']['size']} values, {contract['mask']['meaning']}"
+        )
+    check = card["export_check"]
+    diff = (
+        f"max |difference| {check['max_abs_difference']:.3g}"
+        if "max_abs_difference" in check
+        else f"{check['differing_actions']} different actions"
+    )
+    lines += [
+        f"- Checked at export: {check['decisions']} decisions of one episode (training seed "
+        f"{check['seed']}), bundle against the torch policy: {diff}",
+        "",
+        "## What the bundle does not promise",
+        *[f"- {line}" for line in card["not_promised"]],
+        "",
+        "## Validated range: the scenario's parameters",
+        "```json",
+        json.dumps(card["scenario"]["params"], indent=1, sort_keys=True),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    found = {}
+    for dist in ("fieldrl", "torch", "stable-baselines3", "sb3-contrib", "onnxruntime", "numpy"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def _write_folder(out: Path, files: dict[str, bytes]) -> None:
+    """Write ``files`` and their manifest into a new folder renamed to ``out`` once complete."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        manifest = {
+            "format": runtime.FORMAT,
+            "files": {n: runtime.sha256_hex(d) for n, d in sorted(files.items())},
+        }
+        everything = {**files, runtime.MANIFEST_FILE: (json.dumps(manifest, indent=1) + "\n").encode()}
+        for name, data in everything.items():
+            with open(tmp / name, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o777 & ~mask)
+        if out.is_dir():
+            out.rmdir()  # empty (checked): the bundle takes its place
+        os.rename(tmp, out)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise FieldrlError(
+            f"{out}: cannot write the bundle ({exc.strerror or exc}); nothing was written"
+        ) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def build_bundle(
+    domain: Any, params: Any, policy: Any, seed: int
+) -> tuple[bytes, dict[str, Any], dict[str, Any]]:
+    """The ONNX model and ``bundle.json`` of a loaded feed-forward policy (an
+    :class:`~fieldrl.policies.learned.SB3Policy`), checked against it on one episode of ``seed``: returns
+    ``(onnx bytes, contract, what the check found)``; a :class:`FieldrlError` if the bundle acts otherwise."""
+    from gymnasium import spaces
+
+    model = policy.model
+    _check_spaces(model, policy.name)
+    decisions = play_one_episode(domain, params, policy, seed)
+    first = decisions.masks[0] if decisions.masks else None  # every decision has a mask, or none has
+    mask_size = None if first is None else int(first.shape[-1])
+    data, outputs, kind = onnx_bytes(model, policy.norm, mask_size)
+    contract = _contract(model, policy.norm, decisions, mask_size, outputs, kind)
+    bundle = runtime.Bundle(contract, data, "the exported graph")
+    check = compare(bundle, decisions, isinstance(model.action_space, spaces.Box)) | {"seed": seed}
+    return data, contract, check
+
+
+def export_policy(
+    run_dir: str | Path,
+    policy: str,
+    setting: str | None = None,
+    seed: int | None = None,
+    out: str | Path | None = None,
+) -> ExportResult:
+    """Export learned policy ``policy`` of a run as a bundle folder (see the module docstring).
+
+    :param run_dir: a run folder with the policy trained (evaluated too, for the model card's results).
+    :param policy: the learned policy's name in the scenario.
+    :param setting: the setting (variant) it was trained in; default: the first it runs in.
+    :param seed: the training seed; default: the scenario's first.
+    :param out: the bundle folder to create (must not exist or be empty); default
+        ``exports/<scenario>-<policy>[-<setting>]-seed-<k>-<time>``.
+    """
+    from fieldrl.api import open_run
+    from fieldrl.domains import get_domain
+    from fieldrl.evaluation.runner import EvalJob, build_policy, model_dir
+    from fieldrl.evaluation.store import new_output_folder
+    from fieldrl.policies.learned import MODEL_FILE
+    from fieldrl.scenario import HeuristicEntry
+
+    folder, scenario, _ = open_run(run_dir)
+    learned = {e.label: e for e in scenario.policies.learned}
+    if policy not in learned:
+        if any(isinstance(e, HeuristicEntry) and e.label == policy for e in scenario.policies.heuristics):
+            raise FieldrlError(
+                f"--policy = {policy!r}: a standard (heuristic) policy; only learned policies are exported"
+            )
+        raise FieldrlError(
+            f"--policy = {policy!r}: learned policies of this run: {', '.join(learned) or 'none'}"
+        )
+    entry = learned[policy]
+    problem = refusal(entry, scenario.domain)
+    if problem is not None:
+        raise FieldrlError(problem)
+    runs_in = scenario.variants_of(entry)
+    setting = runs_in[0] if setting is None else setting
+    if setting not in runs_in:
+        raise FieldrlError(f"--setting = {setting!r}: {policy} was trained in: {', '.join(runs_in)}")
+    seed = scenario.seeds.train[0] if seed is None else seed
+    if seed not in scenario.seeds.train:
+        raise FieldrlError(f"--seed = {seed!r}: training seeds of this run: {scenario.seeds.train}")
+    stem = "-".join(
+        [
+            slug(scenario.name),
+            slug(policy),
+            *([] if setting == "default" else [slug(setting)]),
+            f"seed-{seed}",
+        ]
+    )
+    target = new_output_folder(out, "exports", stem)
+    try:
+        import onnxruntime  # noqa: F401  (the export is checked with the runtime that will run it)
+    except ImportError:
+        raise FieldrlError(
+            "export checks the bundle with onnxruntime: pip install 'fieldrl[runtime]'"
+        ) from None
+
+    import torch
+
+    torch.set_num_threads(1)
+    domain = get_domain(scenario.domain)
+    params = domain.params_model.model_validate(scenario.policy_params(setting, policy))
+    hashes = folder.hashes()
+    loaded = build_policy(scenario, domain, params, EvalJob(setting, policy, seed), str(folder.path), hashes)
+    data, contract, check = build_bundle(domain, params, loaded, seed)
+    weights_rel = f"{model_dir(setting, policy, seed)}/{MODEL_FILE}"
+    from fieldrl.policies.weights import read_record
+
+    record = read_record(folder.verified_path(weights_rel, hashes[weights_rel]))
+    held_out = _held_out(folder, scenario, domain, setting, policy, seed)
+    card = _card(
+        scenario,
+        entry,
+        setting,
+        seed,
+        params,
+        record,
+        folder.path,
+        hashes[weights_rel],
+        held_out,
+        check,
+        _versions(),
+    )
+    files = {
+        ONNX_FILE: data,
+        runtime.CONTRACT_FILE: (json.dumps(contract, indent=1) + "\n").encode(),
+        CARD_JSON: (json.dumps(card, indent=1) + "\n").encode(),
+        CARD_MD: card_markdown(card, contract).encode(),
+    }
+    _write_folder(target, files)
+    return ExportResult(target, contract, card)
+
+
+def _check_spaces(model: Any, policy: str) -> None:
+    from gymnasium import spaces
+
+    obs = model.observation_space
+    if not isinstance(obs, spaces.Box):
+        raise FieldrlError(
+            f"{policy}: observations are {type(obs).__name__}, not an array of numbers; export supports "
+            "array (Box) observations only"
+        )
+    if not isinstance(
+        model.action_space, spaces.Box | spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
+    ):
+        raise FieldrlError(f"{policy}: action space {model.action_space} is not one export supports")
