@@ -36,6 +36,7 @@ RESULT = Path(__file__).parent / "results" / "decisions.json"
 _REPORT_TIMED = """
 import json, sys, time
 start = time.perf_counter()
+import fieldrl.reports.pdf as pdf
 from fieldrl import api
 section, pages = [0.0], pdf.decision_pages
 def timed(*args, **kwargs):

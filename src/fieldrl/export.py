@@ -9,14 +9,20 @@ small torch module then says, step by step, what evaluation computes for an obse
     -> the environment's action (argmax over allowed actions / per dimension; a continuous action
        squashed and unscaled, or clipped, to the action space's bounds)
 
-and is traced to ONNX. Before anything is written the bundle is played against the torch policy on one
-episode of the domain's own environment (a training seed, never a held-out one): every action must be
-the same (discrete) or within ``1e-5`` (continuous), else the export is refused. The bundle's files
-(see docs/deploying.md) are written into a temporary folder that is renamed into place at the end, so
-a refused or failed export leaves nothing behind.
+and is traced to ONNX. A recurrent policy (RecurrentPPO's actor LSTM, LSTM-TD3's window of past
+observation-action pairs) has its memory as explicit inputs and outputs: ``episode_start`` and the
+state in, the action and the next state out, the state of a row that starts an episode reset first,
+as sb3-contrib and LSTM-TD3 do (:func:`state_tensors`).
+
+Before anything is written the bundle is played against the torch policy on one episode of the
+domain's own environment (a training seed, never a held-out one; a recurrent policy plays it twice in
+one stream, so the reset at the episode boundary is checked too): every action must be the same
+(discrete) or within ``1e-5`` (continuous), else the export is refused. The bundle's files (see
+docs/deploying.md) are written into a temporary folder that is renamed into place at the end, so a
+refused or failed export leaves nothing behind.
 
 Refused, in one line: policies whose tested behaviour the network alone is not (a runtime shield, a
-residual correction of a heuristic) and recurrent policies (their memory is not exported yet).
+residual correction of a heuristic).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +61,10 @@ SUPPORTED = (
     "tqc",
     "td3",
     "ddpg",
+    "recurrent-ppo",
+    "lstm-td3",
 )
+#: algorithms whose action depends on a state carried from decision to decision (exported with it)
 RECURRENT = ("recurrent-ppo", "lstm-td3")
 #: decisions of the self-check episode compared at most
 CHECK_DECISIONS = 500
@@ -87,18 +96,60 @@ def refusal(entry: Any, domain_name: str) -> str | None:
             "exporting the correction without the heuristic is refused: the bundle would not be the policy "
             "that was tested (residual export is not supported yet)"
         )
-    if entry.algorithm in RECURRENT:
-        return (
-            f"{label} ({entry.algorithm}) is recurrent: its action depends on a memory carried from step to "
-            "step, which export does not write yet (recurrent export is planned); refused rather than "
-            "exported without its memory"
-        )
     if entry.algorithm not in SUPPORTED:
         return f"{label} ({entry.algorithm}): export supports {', '.join(SUPPORTED)}"
     return None
 
 
 # ------------------------------------------------------------------------------------- the graph
+
+
+def state_tensors(policy: Any) -> list[dict[str, Any]]:
+    """The state a recurrent SB3 ``policy`` carries from one decision to the next, one entry per tensor
+    (ONNX input ``name``, output ``output``, the ``shape`` of one observation row's part, ``dtype``); an
+    empty list for a feed-forward policy."""
+    lstm = getattr(policy, "lstm_actor", None)
+    if (
+        lstm is not None
+    ):  # RecurrentPPO: the actor LSTM's hidden and cell state (the critic's is not acted on)
+        shape = [int(lstm.num_layers), int(lstm.hidden_size)]
+        return [
+            {
+                "name": name,
+                "output": f"{name}_out",
+                "shape": shape,
+                "dtype": "float32",
+                "meaning": f"the actor LSTM's {what} state, (layers, hidden size) per observation row",
+            }
+            for name, what in (("h", "hidden"), ("c", "cell"))
+        ]
+    if getattr(policy, "history_length", None) is not None and hasattr(policy, "initial_state"):  # LSTM-TD3
+        window, obs_dim, action_dim = int(policy.history_length), int(policy.obs_dim), int(policy.action_dim)
+        return [
+            {
+                "name": "history_obs",
+                "output": "history_obs_out",
+                "shape": [window, obs_dim],
+                "dtype": "float32",
+                "meaning": f"the last {window} observations of the episode as the network saw them "
+                "(normalised), oldest first, zero-padded",
+            },
+            {
+                "name": "history_actions",
+                "output": "history_actions_out",
+                "shape": [window, action_dim],
+                "dtype": "float32",
+                "meaning": "the actions taken after them, scaled to [-1, 1], zero-padded",
+            },
+            {
+                "name": "history_length",
+                "output": "history_length_out",
+                "shape": [],
+                "dtype": "int64",
+                "meaning": f"how many of the {window} rows are real (0 at an episode's first decision)",
+            },
+        ]
+    return []
 
 
 def _graph_module() -> Any:
@@ -111,12 +162,15 @@ def _graph_module() -> Any:
     from torch import nn
 
     from fieldrl.policies.independent import IndependentMlpExtractor
+    from fieldrl.policies.lstm_td3.policies import LSTMTD3Policy
 
     def kind_of(policy: Any) -> str:
         from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
         if hasattr(policy, "lstm_actor"):
-            raise FieldrlError("recurrent policies are not exported yet")
+            return "recurrent-actor-critic"  # RecurrentPPO
+        if isinstance(policy, LSTMTD3Policy):
+            return "history-actor"  # LSTM-TD3: the actor reads a window of past (observation, action) pairs
         if isinstance(policy, ActorCriticPolicy | MaskableActorCriticPolicy):
             return "actor-critic"
         if isinstance(policy, DQNPolicy):
@@ -129,13 +183,16 @@ def _graph_module() -> Any:
         raise FieldrlError(f"{type(policy).__name__}: not a policy export knows")
 
     class PolicyGraph(nn.Module):
-        """Normalisation, the deterministic action path and the action mapping of one SB3 policy."""
+        """Normalisation, the deterministic action path and the action mapping of one SB3 policy; for a
+        recurrent policy also its state: ``(obs[, mask], episode_start, *state)`` in, ``(action[, logits],
+        *next state)`` out."""
 
         def __init__(self, policy: Any, norm: dict[str, Any] | None, masked: bool) -> None:
             super().__init__()
             self.policy = policy
             self.kind = kind_of(policy)
             self.masked = masked
+            self.stateful = self.kind in ("recurrent-actor-critic", "history-actor")
             space = policy.action_space
             self.space = space
             if norm is not None:
@@ -177,6 +234,57 @@ def _graph_module() -> Any:
             features = actor.extract_features(x, actor.features_extractor)
             return torch.tanh(actor.mu(actor.latent_pi(features)))  # the squashed Gaussian's mode
 
+        def _lstm_step(
+            self, x: torch.Tensor, starts: torch.Tensor, h: torch.Tensor, c: torch.Tensor
+        ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+            """RecurrentPPO's ``get_distribution`` for one step of every row (sb3-contrib's
+            ``_process_sequence`` with a sequence of length one): the state of a row that starts an
+            episode is multiplied by ``1 - episode_start`` (zeroed) before the LSTM runs. The state is
+            ``(batch, layers, hidden)`` here, ``(layers, batch, hidden)`` inside."""
+            policy = self.policy
+            features = BaseModel.extract_features(policy, x, policy.pi_features_extractor)
+            keep = (1.0 - starts.to(torch.float32)).view(1, -1, 1)
+            h0, c0 = keep * h.transpose(0, 1), keep * c.transpose(0, 1)
+            out, (h1, c1) = policy.lstm_actor(features.unsqueeze(0), (h0, c0))
+            latent = torch.flatten(out.transpose(0, 1), start_dim=0, end_dim=1)
+            raw = policy.action_net(policy.mlp_extractor.forward_actor(latent))
+            return raw, (h1.transpose(0, 1), c1.transpose(0, 1))
+
+        def _history_step(
+            self,
+            x: torch.Tensor,
+            starts: torch.Tensor,
+            hist_obs: torch.Tensor,
+            hist_actions: torch.Tensor,
+            lengths: torch.Tensor,
+        ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+            """LSTM-TD3's ``predict`` for one step: a row that starts an episode has its window emptied
+            (``clear_rows``), the actor reads the observation and the window, and the pair (observation,
+            scaled action) is appended, a full window dropping its oldest (``push``)."""
+            actor = self.policy.actor
+            window = hist_obs.shape[1]
+            keep = torch.logical_not(starts)
+            hist_obs = torch.where(keep.view(-1, 1, 1), hist_obs, torch.zeros_like(hist_obs))
+            hist_actions = torch.where(keep.view(-1, 1, 1), hist_actions, torch.zeros_like(hist_actions))
+            lengths = torch.where(keep, lengths, torch.zeros_like(lengths))
+            memory = actor.memory  # MemoryEncoder.forward, with the row's last real output gathered
+            out, _ = memory.lstm(memory.pre(torch.cat([hist_obs, hist_actions], dim=-1)))
+            last = torch.maximum(lengths - 1, torch.zeros_like(lengths))
+            summary = torch.gather(out, 1, last.view(-1, 1, 1).expand(-1, 1, out.shape[2])).squeeze(1)
+            summary = summary * (lengths > 0).unsqueeze(-1).to(summary.dtype)
+            scaled = actor.head(torch.cat([summary, actor.current(x)], dim=-1))
+            full = (lengths >= window).view(-1, 1, 1)
+            hist_obs = torch.where(full, torch.cat([hist_obs[:, 1:], hist_obs[:, :1]], dim=1), hist_obs)
+            hist_actions = torch.where(
+                full, torch.cat([hist_actions[:, 1:], hist_actions[:, :1]], dim=1), hist_actions
+            )
+            slot = torch.minimum(lengths, torch.full_like(lengths, window - 1))
+            at = (torch.arange(window).view(1, -1) == slot.view(-1, 1)).unsqueeze(-1)
+            hist_obs = torch.where(at, x.unsqueeze(1), hist_obs)
+            hist_actions = torch.where(at, scaled.unsqueeze(1), hist_actions)
+            lengths = torch.minimum(lengths + 1, torch.full_like(lengths, window))
+            return scaled, (hist_obs, hist_actions, lengths)
+
         @staticmethod
         def _mode(logits: torch.Tensor) -> torch.Tensor:
             """argmax of the categorical's probabilities, computed as torch's ``Categorical`` does."""
@@ -185,30 +293,39 @@ def _graph_module() -> Any:
 
         def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
             obs = inputs[0]
+            mask = inputs[1] if self.masked else None
+            rest = inputs[2:] if self.masked else inputs[1:]
             if self.normalized:  # VecNormalize's arithmetic, in float64 as numpy does it
                 obs = torch.clamp((obs - self.mean) / self.std, -self.clip, self.clip)
-            raw = self._raw(obs.to(torch.float32))
+            x = obs.to(torch.float32)
+            state: tuple[torch.Tensor, ...] = ()
+            if self.kind == "recurrent-actor-critic":
+                raw, state = self._lstm_step(x, *rest)
+            elif self.kind == "history-actor":
+                raw, state = self._history_step(x, *rest)
+            else:
+                raw = self._raw(x)
             space = self.space
             if self.kind == "q":
                 return torch.argmax(raw, dim=1), raw
             if isinstance(space, spaces.Box):
-                if self.kind == "actor-critic" and self.policy.squash_output:
+                if self.kind in ("actor-critic", "recurrent-actor-critic") and self.policy.squash_output:
                     raw = torch.tanh(raw)  # gSDE with squash_output: the distribution's mode
                 if self.policy.squash_output:
                     action = self.low + 0.5 * (raw + 1.0) * (self.high - self.low)
                 else:
                     action = torch.minimum(torch.maximum(raw, self.low), self.high)
-                return (action.reshape(-1, *space.shape),)
+                return (action.reshape(-1, *space.shape), *state)
             logits = raw
-            if self.masked:  # sb3-contrib's masking: disallowed logits set to -1e8
-                logits = torch.where(inputs[1], logits, torch.tensor(-1e8, dtype=logits.dtype))
+            if mask is not None:  # sb3-contrib's masking: disallowed logits set to -1e8
+                logits = torch.where(mask, logits, torch.tensor(-1e8, dtype=logits.dtype))
             if isinstance(space, spaces.Discrete):
-                return self._mode(logits), logits
+                return self._mode(logits), logits, *state
             if isinstance(space, spaces.MultiDiscrete):
                 parts = torch.split(logits, self.nvec, dim=1)
-                return torch.stack([self._mode(p) for p in parts], dim=1), logits
+                return torch.stack([self._mode(p) for p in parts], dim=1), logits, *state
             if isinstance(space, spaces.MultiBinary):  # Bernoulli's mode: round(sigmoid(logits))
-                return torch.round(torch.sigmoid(logits)).to(torch.int64), logits
+                return torch.round(torch.sigmoid(logits)).to(torch.int64), logits, *state
             raise FieldrlError(f"action space {space}: not one export knows")
 
     return PolicyGraph
@@ -218,7 +335,9 @@ def onnx_bytes(
     model: Any, norm: dict[str, Any] | None, mask_size: int | None
 ) -> tuple[bytes, list[str], str]:
     """The ONNX model of SB3 ``model`` with the statistics ``norm`` folded in and, with ``mask_size``, an
-    action-mask input; its output names; and which kind of policy it is."""
+    action-mask input; a recurrent policy also takes ``episode_start`` and its state (see
+    :func:`state_tensors`) and gives its next state. Returns the bytes, the action outputs' names (the
+    state's outputs follow them) and which kind of policy it is."""
     import torch
     from gymnasium import spaces
 
@@ -230,11 +349,20 @@ def onnx_bytes(
     if mask_size is not None:
         example.append(torch.ones((3, mask_size), dtype=torch.bool))
         names.append("mask")
+    state = state_tensors(model.policy)
+    if state:
+        example.append(torch.tensor([True, False, False]))
+        names.append("episode_start")
+        for tensor in state:
+            dtype = torch.int64 if tensor["dtype"] == "int64" else torch.float32
+            example.append(torch.zeros((3, *tensor["shape"]), dtype=dtype))
+            names.append(tensor["name"])
     space = model.action_space
     if isinstance(space, spaces.Box):
         outputs = ["action"]
     else:
         outputs = ["action", "q_values" if graph.kind == "q" else "logits"]
+    every_output = [*outputs, *(t["output"] for t in state)]
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the legacy exporter's deprecation and tracer notes
@@ -244,8 +372,8 @@ def onnx_bytes(
             buffer,
             dynamo=False,
             input_names=names,
-            output_names=outputs,
-            dynamic_axes={name: {0: "batch"} for name in (*names, *outputs)},
+            output_names=every_output,
+            dynamic_axes={name: {0: "batch"} for name in (*names, *every_output)},
             opset_version=OPSET,
             do_constant_folding=True,
         )
@@ -257,8 +385,9 @@ def onnx_bytes(
 
 @dataclass
 class Decisions:
-    """What the torch policy did on one episode: per decision the observation, mask and action (each
-    without the batch axis of one episode), and the domain's names for features and actions."""
+    """What the torch policy did in one stream of decisions: per decision the observation, mask and
+    action (each without the batch axis of one episode) and whether it started an episode, and the
+    domain's names for features and actions."""
 
     observations: list[np.ndarray]
     masks: list[np.ndarray | None]
@@ -267,51 +396,65 @@ class Decisions:
     agents: int | None
     features: list[str] | None
     action_words: list[str] | None
+    starts: list[bool] = field(default_factory=list)
+    episodes: int = 1
 
 
 def play_one_episode(
     domain: Any, params: Any, policy: Any, seed: int, limit: int = CHECK_DECISIONS
 ) -> Decisions:
     """Play (up to ``limit`` decisions of) one episode with the torch ``policy`` as evaluation plays it,
-    recording each observation, the action mask it was given and its action."""
-    envs = domain.make_eval_envs(params, [seed])
-    try:
-        obs = np.asarray(envs.reset())
-        obs_shape = tuple(policy.model.observation_space.shape)
-        per_agent = obs.shape[1:] != obs_shape
-        features = words = None
-        if len(obs_shape) == 1:
-            features = list(domain.decision_features(envs, obs_shape[0]))
-            words = domain.action_words(envs)
-        policy.reset(1)
-        policy.bind_envs(envs)
-        masked = policy.masked and hasattr(envs, "action_masks")
-        record = Decisions([], [], [], per_agent, obs.shape[1] if per_agent else None, features, words)
-        start = np.ones(1, dtype=bool)
-        for _ in range(limit):
-            mask = np.asarray(envs.action_masks(), dtype=bool)[0] if masked else None  # as act reads it
-            action = np.asarray(policy.act(obs, start))
-            record.observations.append(obs[0].copy())
-            record.masks.append(mask)
-            record.actions.append(action[0].copy())
-            obs, _, terminated, truncated, _ = envs.step(action)
-            obs = np.asarray(obs)
-            start = np.zeros(1, dtype=bool)
-            if bool(np.asarray(terminated)[0]) or bool(np.asarray(truncated)[0]):
-                break
-        return record
-    finally:
-        envs.close()
+    recording each observation, the action mask it was given and its action. A recurrent policy plays
+    the episode twice in one stream (its state carried over, reset by ``episode_start`` as in
+    evaluation), each time up to ``limit // 2`` decisions: the check then covers an episode boundary."""
+    passes = 2 if policy.recurrent else 1
+    record: Decisions | None = None
+    policy.reset(1)
+    for _ in range(passes):
+        envs = domain.make_eval_envs(params, [seed])
+        try:
+            obs = np.asarray(envs.reset())
+            if record is None:
+                obs_shape = tuple(policy.model.observation_space.shape)
+                per_agent = obs.shape[1:] != obs_shape
+                features = words = None
+                if len(obs_shape) == 1:
+                    features = list(domain.decision_features(envs, obs_shape[0]))
+                    words = domain.action_words(envs)
+                agents = obs.shape[1] if per_agent else None
+                record = Decisions([], [], [], per_agent, agents, features, words, [], passes)
+            policy.bind_envs(envs)
+            masked = policy.masked and hasattr(envs, "action_masks")
+            start = np.ones(1, dtype=bool)
+            for _ in range(limit // passes):
+                mask = np.asarray(envs.action_masks(), dtype=bool)[0] if masked else None  # as act reads it
+                action = np.asarray(policy.act(obs, start))
+                record.observations.append(obs[0].copy())
+                record.masks.append(mask)
+                record.actions.append(action[0].copy())
+                record.starts.append(bool(start[0]))
+                obs, _, terminated, truncated, _ = envs.step(action)
+                obs = np.asarray(obs)
+                start = np.zeros(1, dtype=bool)
+                if bool(np.asarray(terminated)[0]) or bool(np.asarray(truncated)[0]):
+                    break
+        finally:
+            envs.close()
+    assert record is not None
+    return record
 
 
 def compare(bundle: runtime.Bundle, decisions: Decisions, continuous: bool) -> dict[str, Any]:
-    """The bundle's actions against the torch policy's on ``decisions``; refused beyond tolerance."""
+    """The bundle's actions against the torch policy's on ``decisions`` (one stream: a recurrent
+    bundle's state is carried from decision to decision); refused beyond tolerance."""
     worst = 0.0
     differing = 0
-    for i, (obs, mask, expected) in enumerate(
-        zip(decisions.observations, decisions.masks, decisions.actions, strict=True)
+    stream = bundle.session()
+    starts = decisions.starts or [i == 0 for i in range(len(decisions.actions))]
+    for i, (obs, mask, expected, start) in enumerate(
+        zip(decisions.observations, decisions.masks, decisions.actions, starts, strict=True)
     ):
-        got = bundle.act(obs, mask)
+        got = stream.act(obs, mask, start)
         if got.shape != expected.shape:
             raise FieldrlError(
                 f"export check: decision {i}: the bundle answered shape {got.shape}, the policy "
@@ -333,6 +476,7 @@ def compare(bundle: runtime.Bundle, decisions: Decisions, continuous: bool) -> d
         )
     return {
         "decisions": len(decisions.actions),
+        "episodes": decisions.episodes,
         "max_abs_difference" if continuous else "differing_actions": worst if continuous else differing,
     }
 
@@ -414,8 +558,19 @@ def _contract(
             )
             + "; a disallowed action's logit is set to -1e8, as in training and evaluation",
         }
-    return {
-        "format": runtime.FORMAT,
+    tensors = state_tensors(model.policy)
+    state = None
+    if tensors:
+        state = {
+            "episode_start": "episode_start",
+            "tensors": tensors,
+            "initial": "zeros (a new stream)",
+            "rows": "one state row per observation row; a stream keeps its number of rows within an episode",
+            "reset": "where episode_start is true the row's state is reset to zeros before acting, as in "
+            "training and evaluation",
+        }
+    contract = {
+        "format": runtime.FORMAT_STATE if state else runtime.FORMAT,
         "model": ONNX_FILE,
         "onnx": {
             "observation": "obs",
@@ -430,6 +585,25 @@ def _contract(
         if norm is None
         else {k: (np.asarray(v, dtype=np.float64).tolist()) for k, v in norm.items()},
     }
+    if state:
+        contract["onnx"]["episode_start"] = "episode_start"
+        contract["onnx"]["state"] = {t["name"]: t["output"] for t in tensors}
+        contract["state"] = state
+    return contract
+
+
+def _failed_held_out(folder: Any, scenario: Any, domain: Any, setting: str, label: str) -> list[dict] | None:
+    """This policy's failed held-out episodes in ``setting`` (every training seed), as the evaluation
+    recorded them in ``summary.json``; None for a run not evaluated yet."""
+    from fieldrl.evaluation.readback import read_summary
+
+    if "summary.json" not in folder.hashes():
+        return None
+    return [
+        {k: f[k] for k in ("train_seed", "eval_seed", "episode", "reason")}
+        for f in read_summary(folder, scenario, domain).get("failed_episodes", [])
+        if f["variant"] == setting and f["policy"] == label
+    ]
 
 
 def _held_out(
@@ -490,6 +664,183 @@ NOT_PROMISED = [
     "The validated range is the scenario's: the held-out results hold for the world the scenario describes "
     "(its parameters are in this card); observations from elsewhere were never tested.",
 ]
+#: what replaces "No memory" on the card of a recurrent policy
+MEMORY_KEPT_BY_CALLER = (
+    "Memory is the caller's to keep: the state the bundle returns must come back with the next observation "
+    "of the same stream (one stream per patient, intersection, ...: one episode after another), with "
+    "episode_start true at each episode's first decision; a skipped, repeated or reordered decision, or a "
+    "state shared between streams, leaves the policy in a state it was never tested in."
+)
+
+
+def not_promised(recurrent: bool) -> list[str]:
+    """The card's "does not promise" lines, for a recurrent policy or not."""
+    if not recurrent:
+        return list(NOT_PROMISED)
+    return [MEMORY_KEPT_BY_CALLER if line.startswith("No memory") else line for line in NOT_PROMISED]
+
+
+def intended_use(scenario: Any, domain_name: str, held_out: dict[str, Any] | None, stressed: bool) -> str:
+    """The card's intended-use paragraph."""
+    cases = (
+        f"{held_out['eval_seeds']} held-out cases of the {domain_name} simulator"
+        if held_out is not None and held_out.get("eval_seeds")
+        else f"the {domain_name} simulator"
+    )
+    stress = (
+        " and the stress points below (one condition moved at a time)"
+        if stressed
+        else " (no stress map was run, so nothing is known about conditions away from them)"
+    )
+    return (
+        "Decision support and shadow mode first: run the bundle beside the people or the system that decide "
+        "today (`fieldrl act`), record what it would have done, and compare before it is allowed to act on "
+        f"anything. The held-out results on this card are simulated: {cases} as the scenario "
+        f"'{scenario.name}' describes the world, not outcomes measured in the field. The validated range is "
+        f"the scenario's: its parameters (at the end of this card){stress}. Outside that range the policy "
+        "was never tested, and the runtime does not detect when it is there."
+    )
+
+
+def _stress_failures(
+    folder: Any, scenario: Any, setting: str, label: str, axis: str, point: float
+) -> list[dict[str, Any]]:
+    """This policy's failed episodes (every training seed) at one stress point, as the jobs recorded them."""
+    from fieldrl.evaluation import runner
+
+    hashes = folder.hashes()
+    found = []
+    for seed in scenario.seeds.train:
+        _, _, failures_rel = runner.partial_results(runner.EvalJob(setting, label, seed, axis, float(point)))
+        if failures_rel in hashes:
+            found += [
+                {"axis": axis, "point": float(point)}
+                | {k: f[k] for k in ("train_seed", "eval_seed", "episode")}
+                | {"reason": str(f["reason"])}
+                for f in folder.read_json(failures_rel)
+            ]
+    return found
+
+
+def _operating_range(
+    folder: Any, scenario: Any, domain: Any, setting: str, label: str
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """Where this policy's verdict against the best standard policy holds or flips along each stress axis
+    of the run (``stress/summary.json``, None where no stress map was run), and its failed episodes at
+    the stress points.
+
+    The stress summary compares the best learned policy only; for this policy the same comparison is
+    made from ``stress/results.parquet`` as the summary makes it (paired on the same held-out cases,
+    every training seed), and judged as the report judges it."""
+    from fieldrl.evaluation.stress import STRESS_RESULTS, _point, read_stress_summary, verdict_runs
+    from fieldrl.reports.stress import TOO_FEW, axis_sentence, point_verdicts
+
+    stress = read_stress_summary(folder)
+    if stress is None:
+        return None, []
+    results = folder.read_parquet(STRESS_RESULTS)
+    kpi = stress.primary_kpi
+    axes = []
+    failures: list[dict[str, Any]] = []
+    for name, axis in stress.axes.items():
+        at = axis.variants.get(setting)
+        if at is None:
+            continue
+        best = at.best_heuristic
+        mine = []
+        for point in at.points:
+            rows = results[
+                (results["axis"] == name)
+                & (results["point"] == point.value)
+                & (results["variant"] == setting)
+            ]
+            args = (
+                point.value,
+                [],
+                scenario,
+                domain,
+                best,
+                label,
+                list(scenario.seeds.eval),
+                scenario.report,
+            )
+            mine.append(_point(rows, *args))
+        own = at.model_copy(update={"best_learned": label, "points": mine})
+        view = stress.model_copy(
+            update={"axes": {name: axis.model_copy(update={"variants": {setting: own}})}}
+        )
+        verdicts = point_verdicts(view, name, setting) if best else [TOO_FEW] * len(mine)
+        points = []
+        for point, verdict in zip(mine, verdicts, strict=True):
+            lost = _stress_failures(folder, scenario, setting, label, name, point.value)
+            failures += lost
+            comparison = (point.comparison or {}).get(kpi)
+            points.append(
+                {
+                    "value": point.value,
+                    "trained": point.value == at.trained,
+                    "policy": point.policies.get(label, {}).get(kpi, {}).get("mean"),
+                    "best_standard": point.policies.get(best, {}).get(kpi, {}).get("mean") if best else None,
+                    "difference": comparison["difference"] if comparison else None,
+                    "cases": point.cases(kpi),
+                    "verdict": verdict,
+                    "failed_episodes": len(lost),
+                }
+            )
+        values = [p["value"] for p in points]
+        axes.append(
+            {
+                "axis": name,
+                "label": axis.label,
+                "unit": axis.unit,
+                "format": axis.fmt,
+                "trained": at.trained,
+                "tested": values,
+                "best_standard_policy": best,
+                "points": points,
+                "runs": [
+                    {"verdict": v, "from": first, "to": last}
+                    for v, first, last in verdict_runs(values, verdicts)
+                ],
+                "sentence": axis_sentence(view, name, setting) if best else None,
+            }
+        )
+    return {
+        "source": "stress/summary.json and stress/results.parquet of the run (nothing retrained)",
+        "primary_kpi": kpi,
+        "primary_label": stress.primary_label,
+        "primary_unit": stress.primary_unit,
+        "higher_is_better": stress.higher_is_better,
+        "confidence": stress.confidence,
+        "verdicts": "ahead / level / behind: this policy minus the best standard policy of the plain "
+        "evaluation on the primary KPI, paired on the same held-out cases, judged as the report judges it "
+        f"(an interval clear of zero, a difference not negligible); '{TOO_FEW}' below 5 cases",
+        "axes": axes,
+    }, failures
+
+
+def _known_failures(
+    summary_failed: list[dict[str, Any]] | None,
+    operating: dict[str, Any] | None,
+    stress_failed: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The card's known failure cases: this policy's failed held-out episodes (None: not evaluated), its
+    failed episodes at the stress points, and the stress points where it is behind the best standard
+    policy."""
+    losses = [
+        {
+            "axis": a["axis"],
+            "label": a["label"],
+            "unit": a["unit"],
+            "value": p["value"],
+            "best_standard_policy": a["best_standard_policy"],
+            "difference": p["difference"],
+        }
+        for a in (operating or {}).get("axes", [])
+        for p in a["points"]
+        if p["verdict"] == "behind"
+    ]
+    return {"held_out": summary_failed, "stress": stress_failed, "stress_losses": losses}
 
 
 def _card(
@@ -504,7 +855,10 @@ def _card(
     held_out: dict[str, Any] | None,
     check: dict[str, Any],
     versions: dict[str, str],
+    operating: dict[str, Any] | None = None,
+    failures: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    recurrent = entry.algorithm in RECURRENT
     return {
         "format": "fieldrl-model-card/1",
         "scenario": {
@@ -525,9 +879,12 @@ def _card(
             "weights_sha256": weights_sha256,
         },
         "training": record,
+        "intended_use": intended_use(scenario, scenario.domain, held_out, operating is not None),
         "held_out": held_out,
+        "operating_range": operating,
+        "known_failures": failures,
         "export_check": check,
-        "not_promised": NOT_PROMISED,
+        "not_promised": not_promised(recurrent),
         "versions": versions,
     }
 
@@ -574,6 +931,8 @@ def card_markdown(card: dict[str, Any], contract: dict[str, Any]) -> str:
     if t.get("fine_tune"):
         lines.append(f"- Fine-tuned from a warm start: {json.dumps(t['fine_tune'], sort_keys=True)}")
     lines += [f"- Weights: SHA-256 {p['weights_sha256']} in {s['run_folder']}", ""]
+    if card.get("intended_use"):
+        lines += ["## Intended use", "", card["intended_use"], ""]
     held = card["held_out"]
     lines.append("## Held-out results")
     if held is None:
@@ -612,16 +971,35 @@ def card_markdown(card: dict[str, Any], contract: dict[str, Any]) -> str:
         lines.append(
             f"- Action mask (required): {contract['mask']['size']} values, {contract['mask']['meaning']}"
         )
+    state = contract.get("state")
+    if state:
+        lines.append(
+            "- Memory (recurrent policy): `episode_start` and the state in, the action and the next state "
+            f"out; {state['rows']}; initial state {state['initial']}; {state['reset']}:"
+        )
+        lines += [
+            f"  - `{t['name']}` -> `{t['output']}`: {t['dtype']}, shape {tuple(t['shape'])} per row, "
+            f"{t['meaning']}"
+            for t in state["tensors"]
+        ]
     check = card["export_check"]
     diff = (
         f"max |difference| {check['max_abs_difference']:.3g}"
         if "max_abs_difference" in check
         else f"{check['differing_actions']} different actions"
     )
+    played = (
+        "one episode"
+        if check.get("episodes", 1) == 1
+        else f"one episode played {check['episodes']} times in one stream (the state carried over and reset "
+        "by episode_start)"
+    )
     lines += [
-        f"- Checked at export: {check['decisions']} decisions of one episode (training seed "
+        f"- Checked at export: {check['decisions']} decisions of {played} (training seed "
         f"{check['seed']}), bundle against the torch policy: {diff}",
         "",
+        *_range_markdown(card.get("operating_range"), p["name"]),
+        *_failures_markdown(card.get("known_failures"), p["name"], p["train_seed"]),
         "## What the bundle does not promise",
         *[f"- {line}" for line in card["not_promised"]],
         "",
@@ -632,6 +1010,84 @@ def card_markdown(card: dict[str, Any], contract: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _range_markdown(operating: dict[str, Any] | None, name: str) -> list[str]:
+    """The card's validated operating range (the stress map, from this policy's side) in words."""
+    lines = ["## Validated operating range", ""]
+    if operating is None:
+        return lines + [
+            "No stress map was run for this run (`fieldrl stress RUN_DIR`): the only validated range is the "
+            "scenario's parameters, at the end of this card.",
+            "",
+        ]
+    unit = f", {operating['primary_unit']}" if operating["primary_unit"] else ""
+    lines += [
+        f"From the run's stress map: the held-out cases played again with one condition moved away from "
+        f"training, nothing retrained. {operating['primary_label']}{unit} "
+        f"({'higher' if operating['higher_is_better'] else 'lower'} is better), means over every training "
+        f"seed of {name}; the difference is {name} minus the best standard policy, paired on the same "
+        f"cases, with its {100 * operating['confidence']:g} % interval. Verdicts: {operating['verdicts']}.",
+        "",
+    ]
+    for axis in operating["axes"]:
+        best = axis["best_standard_policy"] or "none"
+        fmt = axis["format"]
+        unit = f" ({axis['unit']})" if axis["unit"] else ""
+        lines += [
+            f"### {axis['label']}{unit}",
+            "",
+            f"Tested at {', '.join(format(v, fmt) for v in axis['tested'])}; trained at "
+            f"{format(axis['trained'], fmt)}. Best standard policy: {best}.",
+            "",
+        ]
+        if axis["sentence"]:
+            lines += [axis["sentence"], ""]
+        lines += [
+            f"| {axis['label']} | {name} | {best} | difference | cases | verdict | failed episodes |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for p in axis["points"]:
+            value = format(p["value"], fmt) + (" (trained)" if p["trained"] else "")
+            lines.append(
+                f"| {value} | {_interval(p['policy'])} | {_interval(p['best_standard'])} | "
+                f"{_interval(p['difference'])} | {p['cases']} | {p['verdict']} | {p['failed_episodes']} |"
+            )
+        lines.append("")
+    return lines
+
+
+def _failures_markdown(failures: dict[str, Any] | None, name: str, seed: int) -> list[str]:
+    """The card's known failure cases in words."""
+    lines = ["## Known failure cases", ""]
+    if failures is None:
+        return lines + ["Not known: the run was not evaluated when this bundle was exported.", ""]
+    held, stress, losses = failures["held_out"], failures["stress"], failures["stress_losses"]
+    if held is None:
+        lines.append("- Held-out episodes: the run was not evaluated when this bundle was exported.")
+    elif not held:
+        lines.append(f"- Held-out episodes: none of {name}'s failed.")
+    for f in held or []:
+        whose = "this bundle's seed" if f["train_seed"] == seed else f"training seed {f['train_seed']}"
+        lines.append(
+            f"- Held-out case {f['eval_seed']} (episode {f['episode']}, {whose}) failed: {f['reason']}"
+        )
+    for f in stress:
+        whose = "this bundle's seed" if f["train_seed"] == seed else f"training seed {f['train_seed']}"
+        lines.append(
+            f"- Stress point {f['axis']} = {f['point']:g}: held-out case {f['eval_seed']} (episode "
+            f"{f['episode']}, {whose}) failed: {f['reason']}"
+        )
+    for loss in losses:
+        lines.append(
+            f"- Behind {loss['best_standard_policy']} at {loss['label']} = {loss['value']:g}"
+            + (f" {loss['unit']}" if loss["unit"] else "")
+            + f" (difference {_interval(loss['difference'])})"
+        )
+    if not held and not stress and not losses and held is not None:
+        lines.append("- No stress point where it is behind the best standard policy (or no stress map run).")
+    lines.append("")
+    return lines
 
 
 def _versions() -> dict[str, str]:
@@ -646,13 +1102,14 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def _write_folder(out: Path, files: dict[str, bytes]) -> None:
-    """Write ``files`` and their manifest into a new folder renamed to ``out`` once complete."""
+def _write_folder(out: Path, files: dict[str, bytes], fmt: str = runtime.FORMAT) -> None:
+    """Write ``files`` and their manifest (bundle format ``fmt``) into a new folder renamed to ``out`` once
+    complete."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         manifest = {
-            "format": runtime.FORMAT,
+            "format": fmt,
             "files": {n: runtime.sha256_hex(d) for n, d in sorted(files.items())},
         }
         everything = {**files, runtime.MANIFEST_FILE: (json.dumps(manifest, indent=1) + "\n").encode()}
@@ -770,6 +1227,8 @@ def export_policy(
 
     record = read_record(folder.verified_path(weights_rel, hashes[weights_rel]))
     held_out = _held_out(folder, scenario, domain, setting, policy, seed)
+    operating, stress_failed = _operating_range(folder, scenario, domain, setting, policy)
+    failed = _failed_held_out(folder, scenario, domain, setting, policy)
     card = _card(
         scenario,
         entry,
@@ -782,6 +1241,8 @@ def export_policy(
         held_out,
         check,
         _versions(),
+        operating,
+        _known_failures(failed, operating, stress_failed),
     )
     files = {
         ONNX_FILE: data,
@@ -789,7 +1250,7 @@ def export_policy(
         CARD_JSON: (json.dumps(card, indent=1) + "\n").encode(),
         CARD_MD: card_markdown(card, contract).encode(),
     }
-    _write_folder(target, files)
+    _write_folder(target, files, contract["format"])
     return ExportResult(target, contract, card)
 
 

@@ -13,8 +13,20 @@ be copied beside a bundle and used on a machine that has neither torch nor field
     bundle = Bundle.load("exports/chemo-PPO")
     action = bundle.act(observation)      # mask=... for policies trained with action masks
 
+A recurrent policy (RecurrentPPO, LSTM-TD3) carries a memory from one decision to the next; its
+bundle takes that state as explicit inputs and gives the next one back. Keep one state per stream
+of decisions (one patient, one intersection), either by hand::
+
+    action, state = bundle.step(observation, state, episode_start)   # state=None: a new stream
+
+or with a :class:`Session`, which keeps it for you::
+
+    stream = bundle.session()
+    action = stream.act(observation, episode_start=True)   # the first decision of an episode
+    action = stream.act(next_observation)                  # the same episode, one step on
+
 ``python runtime.py BUNDLE < observations.jsonl`` (or ``fieldrl act BUNDLE``) answers JSON lines
-on stdin with JSON lines on stdout: shadow mode.
+on stdin with JSON lines on stdout: shadow mode (the lines are one stream).
 """
 
 from __future__ import annotations
@@ -23,13 +35,18 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-#: the bundle layout this runtime reads (``bundle.json``'s ``format``)
+#: the layout of a feed-forward bundle (``bundle.json``'s ``format``)
 FORMAT = "fieldrl-bundle/1"
+#: the layout of a bundle whose policy carries a state between decisions (recurrent policies)
+FORMAT_STATE = "fieldrl-bundle/2"
+#: the layouts this runtime reads
+READS = (FORMAT, FORMAT_STATE)
 MANIFEST_FILE = "manifest.json"
 CONTRACT_FILE = "bundle.json"
 #: what a bundle must hold besides its manifest
@@ -92,10 +109,10 @@ def read_verified(folder: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]
         contract = json.loads(files[CONTRACT_FILE].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BundleError(f"{root / CONTRACT_FILE}: not readable as JSON ({exc})") from None
-    if not isinstance(contract, dict) or contract.get("format") != FORMAT:
+    if not isinstance(contract, dict) or contract.get("format") not in READS:
         found = contract.get("format") if isinstance(contract, dict) else None
         raise BundleError(
-            f"{root / CONTRACT_FILE}: format {found!r}; this runtime reads {FORMAT!r} "
+            f"{root / CONTRACT_FILE}: format {found!r}; this runtime reads {' and '.join(map(repr, READS))} "
             "(exported by another version of fieldrl?)"
         )
     model = contract.get("model")
@@ -114,6 +131,17 @@ def _first_bad(values: np.ndarray) -> tuple[tuple[int, ...], str]:
     index = tuple(int(i) for i in np.argwhere(~np.isfinite(values))[0])
     value = values[index]
     return index, ("NaN" if np.isnan(value) else "infinity")
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """One tensor of a recurrent policy's state: its name (an ONNX input), the output that gives its
+    next value, and the shape and dtype of one row (the memory of one observation row)."""
+
+    name: str
+    output: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
 
 
 class Bundle:
@@ -144,6 +172,14 @@ class Bundle:
             names = contract["onnx"]
             self._obs_input, self._mask_input = names["observation"], names.get("mask")
             self._outputs = list(names["outputs"])
+            state = contract.get("state")
+            self._start_input: str | None = None if state is None else str(state["episode_start"])
+            self.state_spec = [
+                StateSpec(
+                    str(t["name"]), str(t["output"]), tuple(int(d) for d in t["shape"]), np.dtype(t["dtype"])
+                )
+                for t in ([] if state is None else state["tensors"])
+            ]
         except (KeyError, TypeError, ValueError) as exc:
             raise BundleError(f"{source}: {CONTRACT_FILE} is not what fieldrl exports ({exc!r})") from None
         options = ort.SessionOptions()
@@ -157,10 +193,14 @@ class Bundle:
             raise BundleError(f"{source}: the ONNX model does not load ({text})") from None
         inputs = {i.name for i in self.session.get_inputs()}
         expected = {self._obs_input} | ({self._mask_input} if self.mask_size is not None else set())
-        if inputs != expected or self._outputs[0] not in {o.name for o in self.session.get_outputs()}:
+        expected |= {self._start_input} if self._start_input is not None else set()
+        expected |= {t.name for t in self.state_spec}
+        outputs = {o.name for o in self.session.get_outputs()}
+        wanted = {self._outputs[0], *(t.output for t in self.state_spec)}
+        if inputs != expected or not wanted <= outputs:
             raise BundleError(
-                f"{source}: the ONNX model's inputs {sorted(inputs)} are not the ones {CONTRACT_FILE} "
-                f"names {sorted(expected)}"
+                f"{source}: the ONNX model's inputs {sorted(inputs)} and outputs {sorted(outputs)} are not "
+                f"the ones {CONTRACT_FILE} names (inputs {sorted(expected)}, outputs {sorted(wanted)})"
             )
 
     @classmethod
@@ -168,6 +208,11 @@ class Bundle:
         """Load the bundle in ``folder``, every file checked against its manifest first."""
         contract, files = read_verified(folder)
         return cls(contract, files[contract["model"]], str(folder))
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether the policy carries a state from one decision to the next (see :meth:`step`)."""
+        return bool(self.state_spec)
 
     # -------------------------------------------------------------------------------- inputs
 
@@ -225,60 +270,208 @@ class Bundle:
             raise BundleError(f"mask: expected true/false (or 1/0) of shape {expected}")
         return array.astype(bool)
 
+    @staticmethod
+    def check_episode_start(episode_start: Any, lead: tuple[int, ...]) -> np.ndarray:
+        """``episode_start`` as one boolean per observation row (``lead`` flattened): True or False for
+        every row, or an array of the observation's leading shape, or of its first leading dimensions
+        (one per episode of a multi-agent batch, repeated over its agents)."""
+        expected = "true/false, or one per observation row" + (
+            f" (shape {_shape_text(lead)})" if lead else ""
+        )
+        try:
+            array = np.asarray(episode_start)
+        except (ValueError, TypeError):
+            raise BundleError(f"episode_start: rows of different lengths; expected {expected}") from None
+        if array.dtype.kind != "b":
+            if array.dtype.kind not in "iuf" or not np.isin(array, (0, 1)).all():
+                raise BundleError(f"episode_start: expected {expected}")
+            array = array.astype(bool)
+        if array.ndim > len(lead) or array.shape != lead[: array.ndim]:
+            raise BundleError(f"episode_start: shape {_shape_text(array.shape)}; expected {expected}")
+        full = np.broadcast_to(array.reshape(array.shape + (1,) * (len(lead) - array.ndim)), lead)
+        return full.reshape(-1)
+
+    def initial_state(self, rows: int = 1) -> dict[str, np.ndarray]:
+        """The state of a new stream of ``rows`` observation rows (zeros, as training starts an episode):
+        ``{name: array of shape (rows, ...)}``; empty for a feed-forward policy."""
+        if not isinstance(rows, int | np.integer) or isinstance(rows, bool) or rows < 1:
+            raise BundleError(f"rows = {rows!r}: expected a whole number of observation rows, at least 1")
+        return {t.name: np.zeros((int(rows), *t.shape), dtype=t.dtype) for t in self.state_spec}
+
+    def check_state(self, state: Any, rows: int) -> dict[str, np.ndarray]:
+        """``state`` (as :meth:`step` returned it, or :meth:`initial_state`) as the arrays the network
+        reads, one row per observation row; a :class:`BundleError` naming what is wrong otherwise."""
+        if state is None:
+            return self.initial_state(rows)
+        names = [t.name for t in self.state_spec]
+        if not isinstance(state, dict) or sorted(state) != sorted(names):
+            found = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise BundleError(
+                f"state: {found}; expected {{{', '.join(names)}}} as step() returned it "
+                "(None for a new stream)"
+            )
+        checked = {}
+        for t in self.state_spec:
+            try:
+                array = np.asarray(state[t.name])
+            except (ValueError, TypeError):
+                array = np.asarray(None)
+            expected = _shape_text((rows, *t.shape))
+            if array.dtype.kind not in "biuf":
+                raise BundleError(f"state: {t.name} is not numbers; expected {t.dtype} of shape {expected}")
+            if array.shape != (rows, *t.shape):
+                raise BundleError(
+                    f"state: {t.name} has shape {_shape_text(array.shape)}; expected {expected} (one row per "
+                    "observation row: a stream keeps its number of rows within an episode)"
+                )
+            if not np.isfinite(array).all():
+                index, kind = _first_bad(array.astype(np.float64))
+                raise BundleError(
+                    f"state: {t.name} holds {kind} at index {list(index)}; expected finite numbers"
+                )
+            checked[t.name] = array.astype(t.dtype, copy=False)
+        return checked
+
     # -------------------------------------------------------------------------------- acting
 
-    def outputs(self, observation: Any, mask: Any = None) -> dict[str, np.ndarray]:
-        """Every output of the network (``action`` first; discrete policies also give their masked
-        logits or Q-values), each with the observation's leading dimensions."""
+    def _run(
+        self, observation: Any, mask: Any, state: Any, episode_start: Any, restart: bool = False
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Outputs and the next state; ``restart``: where every row starts an episode, ``state`` is not
+        needed (and may hold another number of rows)."""
         obs = self.check_observation(observation)
         lead = obs.shape[: obs.ndim - len(self.obs_shape)]
         masks = self.check_mask(mask, lead)
+        starts = self.check_episode_start(episode_start, lead)
         rows = int(np.prod(lead, dtype=np.int64))
+        if restart and starts.all():
+            state = None
         feed = {self._obs_input: obs.reshape(rows, *self.obs_shape)}
         if masks is not None:
             feed[self._mask_input] = masks.reshape(rows, self.mask_size)
-        results = self.session.run(self._outputs, feed)
+        if self.recurrent:
+            assert self._start_input is not None
+            feed[self._start_input] = starts
+            feed.update(self.check_state(state, rows))
+        elif state:  # None or {}: what a feed-forward policy's step gives back
+            raise BundleError("state: this policy is feed-forward (it carries no state); give None")
+        wanted = [*self._outputs, *(t.output for t in self.state_spec)]
+        results = dict(zip(wanted, self.session.run(wanted, feed), strict=True))
         out = {}
-        for name, value in zip(self._outputs, results, strict=True):
-            value = np.asarray(value)
+        for name in self._outputs:
+            value = np.asarray(results[name])
             out[name] = value.reshape(*lead, *value.shape[1:])
         out[self._outputs[0]] = out[self._outputs[0]].astype(self.action_dtype, copy=False)
-        return out
+        return out, {t.name: np.asarray(results[t.output]) for t in self.state_spec}
+
+    def _stateless(self, what: str) -> None:
+        if self.recurrent:
+            names = ", ".join(t.name for t in self.state_spec)
+            raise BundleError(
+                f"{what}: this policy is recurrent (it carries {names} from one decision to the next) and "
+                "was never tested without its memory: use step(obs, state, episode_start) or "
+                "session().act(obs)"
+            )
+
+    def outputs(self, observation: Any, mask: Any = None) -> dict[str, np.ndarray]:
+        """Every output of the network (``action`` first; discrete policies also give their masked
+        logits or Q-values), each with the observation's leading dimensions (feed-forward policies)."""
+        self._stateless("outputs()")
+        return self._run(observation, mask, None, False)[0]
 
     def act(self, observation: Any, mask: Any = None) -> np.ndarray:
         """The action the environment takes for ``observation`` (``mask``: True where an action is
         allowed, for policies trained with masks). Leading dimensions are kept: one observation gives
-        one action, a batch (or a multi-agent row per agent) gives one per row."""
-        return self.outputs(observation, mask)[self._outputs[0]]
+        one action, a batch (or a multi-agent row per agent) gives one per row. Feed-forward policies
+        only: a recurrent one acts with :meth:`step` or a :class:`Session`."""
+        self._stateless("act()")
+        return self._run(observation, mask, None, False)[0][self._outputs[0]]
+
+    def step(
+        self,
+        observation: Any,
+        state: dict[str, np.ndarray] | None = None,
+        episode_start: Any = False,
+        mask: Any = None,
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """One decision of a stream: ``(action, the state after it)``.
+
+        :param observation: as for :meth:`act`; each observation row has its own state row.
+        :param state: what the previous ``step`` of this stream returned; None: a new stream (zeros, as
+            :meth:`initial_state`). A stream's number of observation rows stays the same.
+        :param episode_start: True where this observation is the first of an episode: that row's state is
+            reset to zeros before acting, as in training and evaluation. True/False for every row, or
+            one per row.
+        :param mask: as for :meth:`act`.
+
+        A feed-forward policy answers as :meth:`act` does, with an empty state.
+        """
+        out, after = self._run(observation, mask, state, episode_start)
+        return out[self._outputs[0]], after
+
+    def session(self) -> Session:
+        """A new stream of decisions that keeps the policy's state between them (:class:`Session`)."""
+        return Session(self)
+
+
+class Session:
+    """One stream of decisions of a bundle (one patient, one intersection: one episode after another),
+    keeping a recurrent policy's state between them. For a feed-forward policy it is the bundle's
+    ``act``. Not for concurrent use: one session per stream.
+
+    :param bundle: the loaded bundle.
+    """
+
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle = bundle
+        #: the state after the last decision (None before the first)
+        self.state: dict[str, np.ndarray] | None = None
+
+    def act(self, observation: Any, mask: Any = None, episode_start: Any = False) -> np.ndarray:
+        """The action for the stream's next ``observation``; ``episode_start``: True at the first
+        decision of an episode (the stream's very first decision starts from zeros either way). Where
+        every row starts an episode the stream may change its number of rows."""
+        out, self.state = self.bundle._run(observation, mask, self.state, episode_start, restart=True)
+        return out[self.bundle._outputs[0]]
+
+    def reset(self) -> None:
+        """Forget the state: the next decision starts a new stream."""
+        self.state = None
 
 
 # ------------------------------------------------------------------------------------ shadow mode
 
 
-def parse_line(text: str) -> tuple[Any, Any]:
-    """``(observation, mask)`` of one JSON line: ``{"obs": [...], "mask": [...]}`` or a bare list."""
+def parse_line(text: str) -> tuple[Any, Any, Any]:
+    """``(observation, mask, episode_start)`` of one JSON line: ``{"obs": [...], "mask": [...],
+    "episode_start": true}`` (mask and episode_start optional) or a bare list of numbers."""
     try:
         record = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BundleError(f"not JSON ({exc.msg} at column {exc.colno})") from None
     if isinstance(record, list):
-        return record, None
-    if isinstance(record, dict) and "obs" in record and set(record) <= {"obs", "mask"}:
-        return record["obs"], record.get("mask")
-    raise BundleError('expected {"obs": [...], "mask": [...]} (mask optional) or a bare list of numbers')
+        return record, None, False
+    if isinstance(record, dict) and "obs" in record and set(record) <= {"obs", "mask", "episode_start"}:
+        return record["obs"], record.get("mask"), record.get("episode_start", False)
+    raise BundleError(
+        'expected {"obs": [...], "mask": [...], "episode_start": true} (mask and episode_start optional) or '
+        "a bare list of numbers"
+    )
 
 
 def serve(bundle: Bundle, lines: Iterable[str], write: Callable[[str], None]) -> int:
     """Answer every non-blank JSON line of ``lines`` with ``{"action": ...}`` on ``write``; return how
-    many were answered. A bad line raises :class:`BundleError` naming its line number (the lines before
-    it were answered)."""
+    many were answered. The lines are one stream (:class:`Session`): a recurrent policy's state is kept
+    from line to line and reset where a line says ``"episode_start": true``. A bad line raises
+    :class:`BundleError` naming its line number (the lines before it were answered)."""
+    stream = bundle.session()
     answered = 0
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         try:
-            obs, mask = parse_line(text)
-            action = bundle.act(obs, mask)
+            obs, mask, start = parse_line(text)
+            action = stream.act(obs, mask, start)
         except BundleError as exc:
             raise BundleError(f"input line {number}: {exc}") from None
         write(json.dumps({"action": action.tolist()}) + "\n")
