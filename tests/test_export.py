@@ -68,13 +68,32 @@ def _write(folder: Path, data: dict[str, Any]) -> Path:
     return path
 
 
+#: the held-out patient whose simulator crashes in ``chemo_run`` (in the evaluation and at every stress point)
+CRASHING_CASE = 102
+STRESS_POINTS = [0.0, 0.2, 0.8]  # observation noise; s3, the tiny scenario's preset, has 0.2
+
+
 @pytest.fixture(scope="module")
 def chemo_run(tmp_path_factory) -> Path:
-    """The tiny chemo scenario trained (PPO, 256 steps), evaluated and reported."""
+    """The tiny chemo scenario trained (PPO, 256 steps), evaluated, stressed along observation noise and
+    reported, while held-out patient 102's simulator crashes (in the evaluation and at every stress point):
+    the run has failed episodes for the model card to name."""
+    from fieldrl.evaluation import runner as eval_runner
+
+    real = eval_runner._run_batch
+
+    def crashing(domain: Any, params: Any, policy: Any, seeds: list[int], cases: Any) -> Any:
+        if CRASHING_CASE in seeds:
+            raise RuntimeError("simulator died (solver diverged)")
+        return real(domain, params, policy, seeds, cases)
+
     base = tmp_path_factory.mktemp("chemo")
-    return fieldrl.run(
-        _write(base, copy.deepcopy(TINY_SCENARIO)), out=base / "run", show_progress=False
-    ).run_dir
+    data = copy.deepcopy(TINY_SCENARIO)
+    data["stress"] = {"axes": [{"axis": "obs_noise", "points": STRESS_POINTS}]}
+    data["report"] = {"bootstrap_samples": 200}  # a failed case makes every resample's IQM slow
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(eval_runner, "_run_batch", crashing)
+        return fieldrl.run(_write(base, data), out=base / "run", show_progress=False).run_dir
 
 
 @pytest.fixture(scope="module")
@@ -300,7 +319,6 @@ def _refused_entries() -> list[Any]:
         "name": "MaskablePPO + shield",
         "shield": {"heuristic": "prioritized planning"},
     }
-    recurrent = {"policy": "MlpLstmPolicy"}
     return [
         pytest.param(
             taxiway,
@@ -313,18 +331,6 @@ def _refused_entries() -> list[Any]:
             "PPO residual",
             ("residual policy", "constant 0.5"),
             id="residual",
-        ),
-        pytest.param(
-            _chemo_with({"algorithm": "recurrent-ppo", "name": "RecurrentPPO"} | recurrent),
-            "RecurrentPPO",
-            ("is recurrent", "recurrent export is planned"),
-            id="recurrent-ppo",
-        ),
-        pytest.param(
-            _chemo_with({"algorithm": "lstm-td3", "name": "LSTM-TD3", "hyperparameters": {}} | recurrent),
-            "LSTM-TD3",
-            ("is recurrent", "memory"),
-            id="lstm-td3",
         ),
     ]
 
@@ -402,10 +408,75 @@ def test_bundle_holds_its_files_a_manifest_and_a_card_from_the_run(chemo_run, ch
     ).read_bytes()  # reproducible
 
 
+def test_the_card_gives_the_stress_range_the_failures_and_the_intended_use_of_this_policy(
+    chemo_run, chemo_bundle
+):
+    from fieldrl.evaluation.store import RunFolder
+    from fieldrl.evaluation.stress import read_stress_summary
+    from fieldrl.reports.stress import axis_sentence, point_verdicts
+
+    card = json.loads((chemo_bundle / "model-card.json").read_text())
+    text = (chemo_bundle / "model-card.md").read_text()
+    stress = read_stress_summary(RunFolder(chemo_run))
+    assert stress is not None
+    setting = stress.axes["obs_noise"].variants["default"]
+    assert setting.best_learned == "PPO"  # the only learned policy: the summary compared it, so can we
+    operating = card["operating_range"]
+    assert operating["primary_kpi"] == stress.primary_kpi == "return"
+    [axis] = operating["axes"]
+    assert axis["axis"] == "obs_noise" and axis["tested"] == STRESS_POINTS
+    assert axis["trained"] == setting.trained == 0.2
+    assert [p["trained"] for p in axis["points"]] == [False, True, False]
+    assert axis["best_standard_policy"] == setting.best_heuristic
+    # recomputed from stress/results.parquet for this policy, as the summary computes it for the best
+    for mine, summary_point in zip(axis["points"], setting.points, strict=True):
+        assert summary_point.comparison is not None
+        assert mine["difference"] == summary_point.comparison["return"]["difference"]
+        assert mine["policy"] == summary_point.policies["PPO"]["return"]["mean"]
+        assert mine["best_standard"] == summary_point.policies[setting.best_heuristic]["return"]["mean"]
+        assert mine["cases"] == 6  # as the summary counts them: the failed one is in "failed_episodes"
+    verdicts = point_verdicts(stress, "obs_noise", "default")  # the report's judgement
+    assert [p["verdict"] for p in axis["points"]] == verdicts
+    assert axis["sentence"] == axis_sentence(stress, "obs_noise", "default") and axis["sentence"] in text
+    print(f"\nstress verdicts of PPO against {setting.best_heuristic}: {verdicts}")
+
+    failures = card["known_failures"]
+    [held] = failures["held_out"]
+    assert (held["eval_seed"], held["train_seed"], held["episode"]) == (CRASHING_CASE, 0, 0)
+    assert "simulator died" in held["reason"]
+    assert [(f["point"], f["eval_seed"]) for f in failures["stress"]] == [
+        (p, CRASHING_CASE) for p in STRESS_POINTS
+    ]
+    assert [p["failed_episodes"] for p in axis["points"]] == [1, 1, 1]
+    behind = [p["value"] for p in axis["points"] if p["verdict"] == "behind"]
+    assert [(loss["axis"], loss["value"]) for loss in failures["stress_losses"]] == [
+        ("obs_noise", v) for v in behind
+    ]
+
+    # the words say what the numbers say
+    for p in axis["points"]:
+        value = format(p["value"], axis["format"]) + (" (trained)" if p["trained"] else "")
+        row = f"| {value} | {export._interval(p['policy'])} | {export._interval(p['best_standard'])} | "
+        assert row in text and f"| {p['verdict']} | 1 |" in text, row
+    assert f"Held-out case {CRASHING_CASE} (episode 0, this bundle's seed) failed: " in text
+    assert f"At Observation noise = 0.8 (stress map): held-out case {CRASHING_CASE}" in text
+    for v in behind:
+        assert f"- Behind {setting.best_heuristic} at Observation noise = {v:g}" in text
+    if not behind:
+        assert "- Stress points: at none of them is PPO behind the best standard policy." in text
+    use = card["intended_use"]
+    assert "shadow mode first" in use and "simulated: 6 held-out cases of the chemo simulator" in use
+    assert "the stress points below" in use and "## Intended use" in text and use in text
+
+
 def test_a_run_not_yet_evaluated_exports_with_no_results_in_its_card(taxiway_bundle):
     card = json.loads((taxiway_bundle / "model-card.json").read_text())
-    assert card["held_out"] is None
-    assert "not evaluated" in (taxiway_bundle / "model-card.md").read_text()
+    assert card["held_out"] is None and card["operating_range"] is None
+    assert card["known_failures"] is None
+    text = (taxiway_bundle / "model-card.md").read_text()
+    assert "The run was not evaluated when this bundle was exported" in text
+    assert "No stress map was run for this run" in text and "no stress map was run" in card["intended_use"]
+    assert "Not known: the run was not evaluated when this bundle was exported." in text
     contract = json.loads((taxiway_bundle / "bundle.json").read_text())
     assert contract["observation"]["per_agent"] and contract["mask"]["size"] == contract["action"]["n"] == 5
     assert contract["action"]["words"][0] == "hold"
@@ -502,7 +573,14 @@ def test_fieldrl_act_answers_json_lines_in_shadow_mode(chemo_bundle, taxiway_bun
         ("[0.1, NaN, 0.2]", "input line 3: observation: NaN at index [1]"),
         ("[0.1, 0.2]", "input line 3: observation: shape (2,); expected (3,)"),
         ("{not json", "input line 3: not JSON"),
-        ('{"observation": [1, 2, 3]}', 'input line 3: expected {"obs": [...], "mask": [...]}'),
+        (
+            '{"observation": [1, 2, 3]}',
+            'input line 3: expected {"obs": [...], "mask": [...], "episode_start": true}',
+        ),
+        (
+            '{"obs": [0.1, 0.2, 0.3], "episode_start": "yes"}',
+            "input line 3: episode_start: expected true/false",
+        ),
     ],
 )
 def test_a_bad_input_line_is_one_line_naming_it_and_exit_2(chemo_bundle, bad, words):

@@ -547,8 +547,9 @@ def export_command(
 
     Writes policy.onnx (observation normalisation folded in, the output is the environment's action),
     bundle.json (inputs, outputs, action mask), model-card.md/.json and manifest.json (SHA-256 of every
-    file). Checked against the torch policy on one episode before anything is written. Shielded,
-    residual and recurrent policies are refused. See docs/deploying.md.
+    file). Checked against the torch policy on one episode before anything is written. Recurrent
+    policies carry their memory as explicit state inputs and outputs; shielded and residual policies
+    are refused. See docs/deploying.md.
     """
     from fieldrl import export
 
@@ -576,6 +577,8 @@ def act_command(
 
     Each input line is JSON: {"obs": [...], "mask": [...]} (mask only for policies trained with action
     masks) or a bare list of numbers; each answer is one line {"action": ...}. Blank lines are skipped.
+    The lines are one stream: a recurrent bundle keeps its memory from line to line, and
+    {"episode_start": true} on a line starts a new episode.
     A bad line ends the command with one line on stderr naming its line number, exit status 2.
     """
     from fieldrl import runtime

@@ -109,9 +109,8 @@ def state_tensors(policy: Any) -> list[dict[str, Any]]:
     (ONNX input ``name``, output ``output``, the ``shape`` of one observation row's part, ``dtype``); an
     empty list for a feed-forward policy."""
     lstm = getattr(policy, "lstm_actor", None)
-    if (
-        lstm is not None
-    ):  # RecurrentPPO: the actor LSTM's hidden and cell state (the critic's is not acted on)
+    # RecurrentPPO: the actor LSTM's hidden and cell state (the critic's LSTM is not needed to act)
+    if lstm is not None:
         shape = [int(lstm.num_layers), int(lstm.hidden_size)]
         return [
             {
@@ -123,7 +122,9 @@ def state_tensors(policy: Any) -> list[dict[str, Any]]:
             }
             for name, what in (("h", "hidden"), ("c", "cell"))
         ]
-    if getattr(policy, "history_length", None) is not None and hasattr(policy, "initial_state"):  # LSTM-TD3
+    from fieldrl.policies.lstm_td3.policies import LSTMTD3Policy
+
+    if isinstance(policy, LSTMTD3Policy):  # the window of past (observation, action) pairs the actor reads
         window, obs_dim, action_dim = int(policy.history_length), int(policy.obs_dim), int(policy.action_dim)
         return [
             {
@@ -192,7 +193,6 @@ def _graph_module() -> Any:
             self.policy = policy
             self.kind = kind_of(policy)
             self.masked = masked
-            self.stateful = self.kind in ("recurrent-actor-critic", "history-actor")
             space = policy.action_space
             self.space = space
             if norm is not None:
@@ -449,7 +449,7 @@ def compare(bundle: runtime.Bundle, decisions: Decisions, continuous: bool) -> d
     bundle's state is carried from decision to decision); refused beyond tolerance."""
     worst = 0.0
     differing = 0
-    stream = bundle.session()
+    stream = bundle.stream()
     starts = decisions.starts or [i == 0 for i in range(len(decisions.actions))]
     for i, (obs, mask, expected, start) in enumerate(
         zip(decisions.observations, decisions.masks, decisions.actions, starts, strict=True)
@@ -722,17 +722,41 @@ def _stress_failures(
     return found
 
 
+def _paired(
+    results: Any, scenario: Any, setting: str, axis: str, value: float, label: str, best: str, kpi: str
+) -> dict[str, Any] | None:
+    """``label`` minus ``best`` on ``kpi`` at one stress point, paired on the same held-out cases with the
+    bootstrap the stress summary uses (:func:`fieldrl.evaluation.stress.summarize_stress`); None where
+    either has no results there."""
+    from fieldrl.evaluation.stats import Bootstrap, paired_difference, value_matrix
+
+    here = results[
+        (results["axis"] == axis)
+        & (results["point"] == value)
+        & (results["variant"] == setting)
+        & (results["metric"] == kpi)
+    ]
+    seeds = list(scenario.seeds.eval)
+    mine, theirs = (here[here["policy"] == name] for name in (label, best))
+    if mine.empty or theirs.empty:
+        return None
+    boot = Bootstrap(len(seeds), scenario.report.bootstrap_samples, seed=0)
+    return paired_difference(
+        value_matrix(mine, seeds), value_matrix(theirs, seeds), boot, scenario.report.confidence
+    )
+
+
 def _operating_range(
-    folder: Any, scenario: Any, domain: Any, setting: str, label: str
+    folder: Any, scenario: Any, setting: str, label: str
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Where this policy's verdict against the best standard policy holds or flips along each stress axis
-    of the run (``stress/summary.json``, None where no stress map was run), and its failed episodes at
+    of the run (``stress/summary.json``; None where no stress map was run), and its failed episodes at
     the stress points.
 
-    The stress summary compares the best learned policy only; for this policy the same comparison is
-    made from ``stress/results.parquet`` as the summary makes it (paired on the same held-out cases,
-    every training seed), and judged as the report judges it."""
-    from fieldrl.evaluation.stress import STRESS_RESULTS, _point, read_stress_summary, verdict_runs
+    The stress summary compares the best learned policy only; for this policy the same paired comparison
+    is made from ``stress/results.parquet`` as the summary makes it, and judged as the report judges it
+    (:func:`fieldrl.reports.stress.point_verdicts`)."""
+    from fieldrl.evaluation.stress import STRESS_RESULTS, read_stress_summary, verdict_runs
     from fieldrl.reports.stress import TOO_FEW, axis_sentence, point_verdicts
 
     stress = read_stress_summary(folder)
@@ -749,22 +773,13 @@ def _operating_range(
         best = at.best_heuristic
         mine = []
         for point in at.points:
-            rows = results[
-                (results["axis"] == name)
-                & (results["point"] == point.value)
-                & (results["variant"] == setting)
-            ]
-            args = (
-                point.value,
-                [],
-                scenario,
-                domain,
-                best,
-                label,
-                list(scenario.seeds.eval),
-                scenario.report,
+            lost = _stress_failures(folder, scenario, setting, label, name, point.value)
+            failures += [f | {"label": axis.label} for f in lost]
+            paired = (
+                _paired(results, scenario, setting, name, point.value, label, best, kpi) if best else None
             )
-            mine.append(_point(rows, *args))
+            update = {"comparison": None if paired is None else {kpi: paired}, "failed_episodes": len(lost)}
+            mine.append(point.model_copy(update=update))
         own = at.model_copy(update={"best_learned": label, "points": mine})
         view = stress.model_copy(
             update={"axes": {name: axis.model_copy(update={"variants": {setting: own}})}}
@@ -772,8 +787,6 @@ def _operating_range(
         verdicts = point_verdicts(view, name, setting) if best else [TOO_FEW] * len(mine)
         points = []
         for point, verdict in zip(mine, verdicts, strict=True):
-            lost = _stress_failures(folder, scenario, setting, label, name, point.value)
-            failures += lost
             comparison = (point.comparison or {}).get(kpi)
             points.append(
                 {
@@ -784,7 +797,7 @@ def _operating_range(
                     "difference": comparison["difference"] if comparison else None,
                     "cases": point.cases(kpi),
                     "verdict": verdict,
-                    "failed_episodes": len(lost),
+                    "failed_episodes": point.failed_episodes,
                 }
             )
         values = [p["value"] for p in points]
@@ -807,26 +820,26 @@ def _operating_range(
         )
     return {
         "source": "stress/summary.json and stress/results.parquet of the run (nothing retrained)",
+        "setting": setting,
         "primary_kpi": kpi,
         "primary_label": stress.primary_label,
         "primary_unit": stress.primary_unit,
         "higher_is_better": stress.higher_is_better,
         "confidence": stress.confidence,
-        "verdicts": "ahead / level / behind: this policy minus the best standard policy of the plain "
-        "evaluation on the primary KPI, paired on the same held-out cases, judged as the report judges it "
-        f"(an interval clear of zero, a difference not negligible); '{TOO_FEW}' below 5 cases",
+        "verdicts": "ahead, level or behind the best standard policy of the plain evaluation on the primary "
+        "KPI, paired on the same held-out cases and judged as the report judges it (ahead or behind: the "
+        f"interval clears zero and the difference is not negligible); '{TOO_FEW}' below 5 held-out cases",
         "axes": axes,
     }, failures
 
 
 def _known_failures(
-    summary_failed: list[dict[str, Any]] | None,
+    summary_failed: list[dict[str, Any]],
     operating: dict[str, Any] | None,
     stress_failed: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """The card's known failure cases: this policy's failed held-out episodes (None: not evaluated), its
-    failed episodes at the stress points, and the stress points where it is behind the best standard
-    policy."""
+    """The card's known failure cases: this policy's failed held-out episodes, its failed episodes at the
+    stress points, and the stress points where it is behind the best standard policy."""
     losses = [
         {
             "axis": a["axis"],
@@ -879,7 +892,9 @@ def _card(
             "weights_sha256": weights_sha256,
         },
         "training": record,
-        "intended_use": intended_use(scenario, scenario.domain, held_out, operating is not None),
+        "intended_use": intended_use(
+            scenario, scenario.domain, held_out, bool(operating and operating["axes"])
+        ),
         "held_out": held_out,
         "operating_range": operating,
         "known_failures": failures,
@@ -999,7 +1014,9 @@ def card_markdown(card: dict[str, Any], contract: dict[str, Any]) -> str:
         f"{check['seed']}), bundle against the torch policy: {diff}",
         "",
         *_range_markdown(card.get("operating_range"), p["name"]),
-        *_failures_markdown(card.get("known_failures"), p["name"], p["train_seed"]),
+        *_failures_markdown(
+            card.get("known_failures"), card.get("operating_range"), p["name"], p["train_seed"]
+        ),
         "## What the bundle does not promise",
         *[f"- {line}" for line in card["not_promised"]],
         "",
@@ -1014,11 +1031,17 @@ def card_markdown(card: dict[str, Any], contract: dict[str, Any]) -> str:
 
 def _range_markdown(operating: dict[str, Any] | None, name: str) -> list[str]:
     """The card's validated operating range (the stress map, from this policy's side) in words."""
-    lines = ["## Validated operating range", ""]
+    lines = ["## Validated operating range (stress map)", ""]
     if operating is None:
         return lines + [
             "No stress map was run for this run (`fieldrl stress RUN_DIR`): the only validated range is the "
             "scenario's parameters, at the end of this card.",
+            "",
+        ]
+    if not operating["axes"]:
+        return lines + [
+            f"The run's stress map does not cover setting {operating['setting']}: there, the only validated "
+            "range is the scenario's parameters, at the end of this card.",
             "",
         ]
     unit = f", {operating['primary_unit']}" if operating["primary_unit"] else ""
@@ -1026,8 +1049,8 @@ def _range_markdown(operating: dict[str, Any] | None, name: str) -> list[str]:
         f"From the run's stress map: the held-out cases played again with one condition moved away from "
         f"training, nothing retrained. {operating['primary_label']}{unit} "
         f"({'higher' if operating['higher_is_better'] else 'lower'} is better), means over every training "
-        f"seed of {name}; the difference is {name} minus the best standard policy, paired on the same "
-        f"cases, with its {100 * operating['confidence']:g} % interval. Verdicts: {operating['verdicts']}.",
+        f"seed of {name} with {100 * operating['confidence']:g} % intervals; the difference is {name} minus "
+        f"the best standard policy. Verdict: {operating['verdicts']}.",
         "",
     ]
     for axis in operating["axes"]:
@@ -1057,35 +1080,39 @@ def _range_markdown(operating: dict[str, Any] | None, name: str) -> list[str]:
     return lines
 
 
-def _failures_markdown(failures: dict[str, Any] | None, name: str, seed: int) -> list[str]:
+def _failures_markdown(
+    failures: dict[str, Any] | None, operating: dict[str, Any] | None, name: str, seed: int
+) -> list[str]:
     """The card's known failure cases in words."""
     lines = ["## Known failure cases", ""]
     if failures is None:
         return lines + ["Not known: the run was not evaluated when this bundle was exported.", ""]
+
+    def whose(f: dict[str, Any]) -> str:
+        return "this bundle's seed" if f["train_seed"] == seed else f"training seed {f['train_seed']}"
+
     held, stress, losses = failures["held_out"], failures["stress"], failures["stress_losses"]
-    if held is None:
-        lines.append("- Held-out episodes: the run was not evaluated when this bundle was exported.")
-    elif not held:
+    if not held:
         lines.append(f"- Held-out episodes: none of {name}'s failed.")
-    for f in held or []:
-        whose = "this bundle's seed" if f["train_seed"] == seed else f"training seed {f['train_seed']}"
+    for f in held:
         lines.append(
-            f"- Held-out case {f['eval_seed']} (episode {f['episode']}, {whose}) failed: {f['reason']}"
+            f"- Held-out case {f['eval_seed']} (episode {f['episode']}, {whose(f)}) failed: {f['reason']}"
         )
     for f in stress:
-        whose = "this bundle's seed" if f["train_seed"] == seed else f"training seed {f['train_seed']}"
         lines.append(
-            f"- Stress point {f['axis']} = {f['point']:g}: held-out case {f['eval_seed']} (episode "
-            f"{f['episode']}, {whose}) failed: {f['reason']}"
+            f"- At {f['label']} = {f['point']:g} (stress map): held-out case {f['eval_seed']} (episode "
+            f"{f['episode']}, {whose(f)}) failed: {f['reason']}"
         )
     for loss in losses:
+        unit = f" ({loss['unit']})" if loss["unit"] else ""
         lines.append(
-            f"- Behind {loss['best_standard_policy']} at {loss['label']} = {loss['value']:g}"
-            + (f" {loss['unit']}" if loss["unit"] else "")
-            + f" (difference {_interval(loss['difference'])})"
+            f"- Behind {loss['best_standard_policy']} at {loss['label']} = {loss['value']:g}{unit}: "
+            f"difference {_interval(loss['difference'])}"
         )
-    if not held and not stress and not losses and held is not None:
-        lines.append("- No stress point where it is behind the best standard policy (or no stress map run).")
+    if operating is None:
+        lines.append("- Stress points: no stress map was run, so no condition away from training was tested.")
+    elif not losses:
+        lines.append(f"- Stress points: at none of them is {name} behind the best standard policy.")
     lines.append("")
     return lines
 
@@ -1137,9 +1164,10 @@ def _write_folder(out: Path, files: dict[str, bytes], fmt: str = runtime.FORMAT)
 def build_bundle(
     domain: Any, params: Any, policy: Any, seed: int
 ) -> tuple[bytes, dict[str, Any], dict[str, Any]]:
-    """The ONNX model and ``bundle.json`` of a loaded feed-forward policy (an
-    :class:`~fieldrl.policies.learned.SB3Policy`), checked against it on one episode of ``seed``: returns
-    ``(onnx bytes, contract, what the check found)``; a :class:`FieldrlError` if the bundle acts otherwise."""
+    """The ONNX model and ``bundle.json`` of a loaded policy (an :class:`~fieldrl.policies.learned.SB3Policy`,
+    feed-forward or recurrent), checked against it on one episode of ``seed`` (twice in one stream for a
+    recurrent policy): returns ``(onnx bytes, contract, what the check found)``; a :class:`FieldrlError`
+    if the bundle acts otherwise."""
     from gymnasium import spaces
 
     model = policy.model
@@ -1227,7 +1255,7 @@ def export_policy(
 
     record = read_record(folder.verified_path(weights_rel, hashes[weights_rel]))
     held_out = _held_out(folder, scenario, domain, setting, policy, seed)
-    operating, stress_failed = _operating_range(folder, scenario, domain, setting, policy)
+    operating, stress_failed = _operating_range(folder, scenario, setting, policy)
     failed = _failed_held_out(folder, scenario, domain, setting, policy)
     card = _card(
         scenario,
@@ -1242,7 +1270,7 @@ def export_policy(
         check,
         _versions(),
         operating,
-        _known_failures(failed, operating, stress_failed),
+        None if failed is None else _known_failures(failed, operating, stress_failed),
     )
     files = {
         ONNX_FILE: data,

@@ -19,9 +19,9 @@ of decisions (one patient, one intersection), either by hand::
 
     action, state = bundle.step(observation, state, episode_start)   # state=None: a new stream
 
-or with a :class:`Session`, which keeps it for you::
+or with a :class:`Stream`, which keeps it for you::
 
-    stream = bundle.session()
+    stream = bundle.stream()
     action = stream.act(observation, episode_start=True)   # the first decision of an episode
     action = stream.act(next_observation)                  # the same episode, one step on
 
@@ -337,14 +337,15 @@ class Bundle:
     def _run(
         self, observation: Any, mask: Any, state: Any, episode_start: Any, restart: bool = False
     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Outputs and the next state; ``restart``: where every row starts an episode, ``state`` is not
-        needed (and may hold another number of rows)."""
+        """Outputs and the next state; ``restart``: where every row starts an episode, a ``state`` of
+        another number of rows is dropped (the graph resets the rows it keeps: that is what was tested)."""
         obs = self.check_observation(observation)
         lead = obs.shape[: obs.ndim - len(self.obs_shape)]
         masks = self.check_mask(mask, lead)
         starts = self.check_episode_start(episode_start, lead)
         rows = int(np.prod(lead, dtype=np.int64))
-        if restart and starts.all():
+        first = self.state_spec[0].name if self.state_spec else None
+        if restart and starts.all() and isinstance(state, dict) and np.shape(state.get(first))[:1] != (rows,):
             state = None
         feed = {self._obs_input: obs.reshape(rows, *self.obs_shape)}
         if masks is not None:
@@ -370,7 +371,7 @@ class Bundle:
             raise BundleError(
                 f"{what}: this policy is recurrent (it carries {names} from one decision to the next) and "
                 "was never tested without its memory: use step(obs, state, episode_start) or "
-                "session().act(obs)"
+                "stream().act(obs)"
             )
 
     def outputs(self, observation: Any, mask: Any = None) -> dict[str, np.ndarray]:
@@ -383,7 +384,7 @@ class Bundle:
         """The action the environment takes for ``observation`` (``mask``: True where an action is
         allowed, for policies trained with masks). Leading dimensions are kept: one observation gives
         one action, a batch (or a multi-agent row per agent) gives one per row. Feed-forward policies
-        only: a recurrent one acts with :meth:`step` or a :class:`Session`."""
+        only: a recurrent one acts with :meth:`step` or a :class:`Stream`."""
         self._stateless("act()")
         return self._run(observation, mask, None, False)[0][self._outputs[0]]
 
@@ -409,15 +410,15 @@ class Bundle:
         out, after = self._run(observation, mask, state, episode_start)
         return out[self._outputs[0]], after
 
-    def session(self) -> Session:
-        """A new stream of decisions that keeps the policy's state between them (:class:`Session`)."""
-        return Session(self)
+    def stream(self) -> Stream:
+        """A new stream of decisions that keeps the policy's state between them (:class:`Stream`)."""
+        return Stream(self)
 
 
-class Session:
+class Stream:
     """One stream of decisions of a bundle (one patient, one intersection: one episode after another),
     keeping a recurrent policy's state between them. For a feed-forward policy it is the bundle's
-    ``act``. Not for concurrent use: one session per stream.
+    ``act``. Not for concurrent use: one Stream object per stream.
 
     :param bundle: the loaded bundle.
     """
@@ -461,10 +462,10 @@ def parse_line(text: str) -> tuple[Any, Any, Any]:
 
 def serve(bundle: Bundle, lines: Iterable[str], write: Callable[[str], None]) -> int:
     """Answer every non-blank JSON line of ``lines`` with ``{"action": ...}`` on ``write``; return how
-    many were answered. The lines are one stream (:class:`Session`): a recurrent policy's state is kept
+    many were answered. The lines are one stream (:class:`Stream`): a recurrent policy's state is kept
     from line to line and reset where a line says ``"episode_start": true``. A bad line raises
     :class:`BundleError` naming its line number (the lines before it were answered)."""
-    stream = bundle.session()
+    stream = bundle.stream()
     answered = 0
     for number, text in enumerate(lines, start=1):
         if not text.strip():
