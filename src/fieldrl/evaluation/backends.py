@@ -332,8 +332,9 @@ def _init_ray(ray: Any, jobs: int, address: str | None) -> None:
         )
         return
     check_address(address)
-    if "RAY_AUTH_MODE" not in os.environ and _ray_token_at_hand():
-        _set_ray_auth_mode("token")
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode == "token" or (mode is None and _ray_token_at_hand()):
+        _set_ray_auth_mode("token")  # also drops a token Ray cached earlier (another home's)
     try:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError and its own kinds
@@ -354,18 +355,21 @@ def _ray_token_at_hand() -> bool:
 def _set_ray_auth_mode(mode: str | None) -> None:
     """Set (``None``: unset) ``RAY_AUTH_MODE`` for this process and its children.
 
-    Ray reads the variable into a cached config when it is imported; refreshing that cache is what
-    Ray's own ``_enable_token_auth`` does (a private API: without it only child processes would see it).
+    Ray reads the variable into a cached config when it is imported, and the token into a cached
+    loader when it first sends one; refreshing both is what Ray's own ``_enable_token_auth`` and
+    ``ensure_token_if_auth_enabled`` do (private APIs: without them only child processes would see the
+    change, and a token read from another home, by an earlier local run, would still be sent).
     """
     if mode is None:
         os.environ.pop("RAY_AUTH_MODE", None)
     else:
         os.environ["RAY_AUTH_MODE"] = mode
     try:
-        from ray._raylet import Config
+        from ray._raylet import AuthenticationTokenLoader, Config
     except ImportError:  # pragma: no cover - a Ray without the cached config
         return
     Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _ray_result(ray: Any, ref: Any) -> Any:
