@@ -76,6 +76,26 @@ class Schedule:
     guide_horizon: int = 0
     guide_stages: int = 1
 
+    @classmethod
+    def of(cls, spec: Any, train_steps: int) -> Schedule:
+        """A scenario's ``fine_tune`` section for a training of ``train_steps``."""
+        warmup, ramp, fade = spec.steps(train_steps)
+        weight = spec.pull.weight if spec.pull is not None else 0.0
+        jump = spec.jump_start
+        horizon, stages = (jump.horizon, jump.stages) if jump is not None else (0, 1)
+        return cls(warmup, ramp, float(weight), fade, horizon, stages)
+
+    def record(self) -> dict[str, Any]:
+        """What the weights file's training record keeps of it (``policies.record.FineTuneSchedule``)."""
+        return {
+            "critic_warmup": self.warmup,
+            "actor_ramp": self.ramp,
+            "pull_weight": self.pull_weight,
+            "pull_fade": self.pull_fade,
+            "guide_horizon": self.guide_horizon,
+            "guide_stages": self.guide_stages if self.guide_horizon else 0,
+        }
+
     def actor_scale(self, step: int) -> float:
         return actor_scale(step, self.warmup, self.ramp)
 

@@ -244,17 +244,7 @@ def train_model(
     if norm is not None:
         artifacts[NORM_FILE] = json.dumps(norm).encode()
     if entry.fine_tune is not None:
-        warmup, ramp, fade = entry.fine_tune.steps(entry.train_steps)
-        weight = entry.fine_tune.pull.weight if entry.fine_tune.pull is not None else 0.0
-        jump = entry.fine_tune.jump_start
-        record["fine_tune"] = {
-            "critic_warmup": warmup,
-            "actor_ramp": ramp,
-            "pull_weight": float(weight),
-            "pull_fade": fade,
-            "guide_horizon": jump.horizon if jump is not None else 0,
-            "guide_stages": jump.stages if jump is not None else 0,
-        }
+        record["fine_tune"] = fine_tune.Schedule.of(entry.fine_tune, entry.train_steps).record()
         artifacts[FINE_TUNE_FILE] = tuning_log.csv_text().encode()
     artifacts[MODEL_FILE] = weights.policy_bytes(state_dict, record)
     venv.close()
@@ -269,8 +259,9 @@ def _install_fine_tune(
     log: fine_tune.FineTuneLog,
     selector: ValidationSelector | None,
 ) -> Callable[[], None]:
-    """Apply the entry's ``fine_tune`` to the model about to learn (the pull's teacher: the clone as
-    cloned, kept in the checkpoint folder for a resumed run); returns the undo."""
+    """Apply the entry's ``fine_tune`` to the model about to learn; returns the undo. The clone the pull
+    and the jump-start use, and the fine-tuning log, are kept in the checkpoint folder, so that a
+    resumed training continues with them."""
     spec = entry.fine_tune
     if spec is None:
         return lambda: None
@@ -292,9 +283,8 @@ def _install_fine_tune(
             atomic_write_bytes(kept_log, done.csv_text().encode())
 
         log.on_row = keep
-    warmup, ramp, fade = spec.steps(entry.train_steps)
     teacher = None
-    if spec.pull is not None or spec.jump_start is not None:
+    if spec.needs_clone:
         teacher = fine_tune.frozen_copy(model.policy)
         kept = checkpoint_dir / CLONE_FILE if checkpoint_dir is not None else None
         if resumed:
@@ -304,11 +294,7 @@ def _install_fine_tune(
                     "delete the checkpoint folder to train this policy again from its start"
                 )
             teacher.load_state_dict(weights.read_weights(kept), strict=True)
-    weight = spec.pull.weight if spec.pull is not None else 0.0
-    jump = spec.jump_start
-    schedule = fine_tune.Schedule(
-        warmup, ramp, weight, fade, jump.horizon if jump else 0, jump.stages if jump else 1
-    )
+    schedule = fine_tune.Schedule.of(spec, entry.train_steps)
     return fine_tune.install(model, schedule, teacher, log, selector)
 
 
