@@ -209,12 +209,20 @@ UAV_MARL = {
 }
 
 
-def _scrambled(domain_name: str, params_data: dict[str, Any], algorithm: str, hyper: dict[str, Any]) -> Any:
-    """An SB3Policy of ``algorithm`` on the domain with large random weights and random observation
-    statistics: actions reach the bounds (clip, squash) and every input feature matters."""
+def scrambled(
+    domain_name: str,
+    params_data: dict[str, Any],
+    algorithm: str,
+    hyper: dict[str, Any],
+    policy: str = "MlpPolicy",
+    scale: float = 3.0,
+) -> Any:
+    """An SB3Policy of ``algorithm`` on the domain with large random weights (``scale`` times their
+    mean size) and random observation statistics: actions reach the bounds (clip, squash), every input
+    feature matters and a recurrent policy's memory moves its actions a lot."""
     domain = get_domain(domain_name)
     params = domain.params_model.model_validate(params_data)
-    entry = LearnedEntry(algorithm=algorithm, train_steps=100, n_envs=1, hyperparameters=hyper)
+    entry = LearnedEntry(algorithm=algorithm, policy=policy, train_steps=100, n_envs=1, hyperparameters=hyper)
     venv = domain.make_train_vec_env(params, 1, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -223,7 +231,7 @@ def _scrambled(domain_name: str, params_data: dict[str, Any], algorithm: str, hy
     noise = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for p in model.policy.parameters():
-            p.add_(torch.randn(p.shape, generator=noise) * 3 * p.abs().mean().clamp(min=0.05))
+            p.add_(torch.randn(p.shape, generator=noise) * scale * p.abs().mean().clamp(min=0.05))
     shape = model.observation_space.shape
     rng = np.random.default_rng(0)
     norm = {
@@ -250,7 +258,7 @@ def _scrambled(domain_name: str, params_data: dict[str, Any], algorithm: str, hy
 def test_each_supported_algorithm_exports_to_the_same_actions(
     domain_name, params_data, algorithm, hyper, kind
 ):
-    domain, params, policy = _scrambled(domain_name, params_data, algorithm, hyper)
+    domain, params, policy = scrambled(domain_name, params_data, algorithm, hyper)
     _, contract, check = export.build_bundle(domain, params, policy, seed=3)
     assert contract["action"]["kind"] == kind and contract["mask"] is None
     print(f"\n{domain_name} {algorithm}: {check}")

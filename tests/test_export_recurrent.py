@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import copy
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
 import yaml
 from conftest import TINY_SCENARIO
+from test_export import scrambled
 from typer.testing import CliRunner
 
 import fieldrl
@@ -29,8 +28,7 @@ from fieldrl.cli import app
 from fieldrl.domains import get_domain
 from fieldrl.evaluation.runner import EvalJob, build_policy, episode_seed, run_episodes
 from fieldrl.policies.base import Policy
-from fieldrl.policies.learned import SB3Policy, build_model
-from fieldrl.scenario import LearnedEntry
+from fieldrl.policies.learned import SB3Policy
 
 runner = CliRunner()
 
@@ -189,36 +187,6 @@ def test_one_stream_across_episode_boundaries_matches_and_its_memory_matters(rec
     assert _worst(without_memory) > 1e-4 and _worst(without_resets) > 1e-4
 
 
-def _scrambled(
-    domain_name: str, params_data: dict, algorithm: str, hyper: dict, scale: float = 3.0
-) -> tuple[Any, Any, SB3Policy]:
-    """An SB3Policy of ``algorithm`` with large random weights and random observation statistics: the
-    memory moves its actions a lot."""
-    domain = get_domain(domain_name)
-    params = domain.params_model.model_validate(params_data)
-    entry = LearnedEntry(
-        algorithm=algorithm, policy="MlpLstmPolicy", train_steps=100, n_envs=1, hyperparameters=hyper
-    )
-    venv = domain.make_train_vec_env(params, 1, 0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = build_model(entry, venv, seed=0)
-    venv.close()
-    noise = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for p in model.policy.parameters():
-            p.add_(torch.randn(p.shape, generator=noise) * scale * p.abs().mean().clamp(min=0.05))
-    rng = np.random.default_rng(0)
-    shape = model.observation_space.shape
-    norm = {
-        "mean": rng.normal(0, 0.3, shape).tolist(),
-        "var": rng.uniform(0.01, 2, shape).tolist(),
-        "clip_obs": 5.0,
-        "epsilon": 1e-8,
-    }
-    return domain, params, SB3Policy(algorithm, model, norm)
-
-
 TAXIWAY_PARAMS = {"layout": "small", "density": "high", "max_slots": 4, "horizon_min": 5.0, "drain_min": 2.0}
 SCRAMBLED = [
     pytest.param(
@@ -253,7 +221,7 @@ SCRAMBLED = [
 def test_the_export_check_plays_an_episode_twice_in_one_stream_and_rows_reset_on_their_own(
     domain_name, params_data, algorithm, hyper
 ):
-    domain, params, policy = _scrambled(domain_name, params_data, algorithm, hyper)
+    domain, params, policy = scrambled(domain_name, params_data, algorithm, hyper, policy="MlpLstmPolicy")
     data, contract, check = export.build_bundle(domain, params, policy, seed=3)
     continuous = contract["action"]["kind"] == "continuous"
     assert check["episodes"] == 2 and check["decisions"] >= 10 and contract["format"] == runtime.FORMAT_STATE
