@@ -595,13 +595,17 @@ def _effort_block(ctx: ReportContext) -> list[Any]:
     for line in collapsed_untrained_warnings(ctx.summary, scenario):
         out.append(Paragraph(f"<b>Warning:</b> {escape(line)}", ctx.styles["Finding"]))
     rows = [["Learned policy", "Trained (from the models)", "Kept for the test", "Hyperparameters"]]
+    warm_started = any(e.imitate or e.residual for e in scenario.policies.learned)
+    curves = (  # read once for every entry: each setting's file of every model
+        [_validation_curves(ctx.folder, scenario, v) for v in scenario.variant_names] if warm_started else []
+    )
     for entry in scenario.policies.learned:
         records = [r for v in scenario.variant_names for r in training_records(ctx.summary, v, entry.label)]
         rows.append(
             [
                 entry.label,
                 _trained_text(records) + _fine_tune_short(entry),
-                _kept_text(records) + _moved_past_text(ctx, entry),
+                _kept_text(records) + _moved_past_text(ctx, entry, curves),
                 _tuning_text(entry, scenario.name, scenario.variant_names),
             ]
         )
@@ -625,18 +629,17 @@ def _trained_text(records: list[dict[str, Any]]) -> str:
     return f"{steps} env steps, {updates} gradient updates ({len(records)} model(s))"
 
 
-def _moved_past_text(ctx: ReportContext, entry: Any) -> str:
+def _moved_past_text(ctx: ReportContext, entry: Any, curves: list[pd.DataFrame]) -> str:
     """For a warm-started policy: whether and when training first beat its start on the validation
-    seeds (read from its validation curves, whose first row scores the start)."""
+    seeds (from each setting's validation ``curves``, whose first row per model scores the start)."""
     if entry.imitate is None and entry.residual is None:
         return ""
     higher = bool(selection_kpi(ctx.summary)["higher_is_better"])
     found = []
-    for variant in ctx.scenario.variant_names:
-        curves = _validation_curves(ctx.folder, ctx.scenario, variant)
-        if curves.empty:
+    for frame in curves:
+        if frame.empty:
             continue
-        for _, curve in curves[curves["policy"] == entry.label].groupby("seed"):
+        for _, curve in frame[frame["policy"] == entry.label].groupby("seed"):
             rows = curve.sort_values("timesteps")
             found.append(
                 moved_past_start(
