@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from fieldrl.policies.algorithms import OFF_POLICY, TABLE
 from fieldrl.scenario import BUDGET_NAMES, Scenario
 
 
@@ -58,10 +59,10 @@ SPEEDS: dict[str, Speed] = {
     "taxiway": Speed(on_policy=3500.0, off_policy=170.0, episode_s=0.45),
     "uav": Speed(on_policy=170.0, off_policy=100.0, episode_s=0.45),
 }
-#: learners that make gradient steps between environment steps (slower per step than on-policy ones)
-OFF_POLICY = frozenset({"sac", "td3", "ddpg", "tqc", "dqn", "lstm-td3"})
-#: recurrent learners: this many times the cost of their feed-forward twin (sequences through an LSTM)
-RECURRENT_COST = {"lstm-td3": 2.0, "recurrent-ppo": 10.0}
+#: learners slower per step than the speed measured for their kind (:attr:`Speed.on_policy`, or
+#: :attr:`Speed.off_policy` for the algorithm table's ``OFF_POLICY``), and by how much: the table's
+#: ``cost`` (recurrent learners pass sequences through an LSTM)
+RECURRENT_COST = {a.name: a.cost for a in TABLE if a.cost != 1.0}
 #: gradient steps per environment step that :attr:`Speed.off_policy` was measured at
 REFERENCE_UPDATES_PER_STEP = 0.25
 #: start-up (imports, worker processes) and the report, once per run

@@ -20,26 +20,13 @@ from rich.text import Text
 
 from fieldrl.errors import FieldrlError
 from fieldrl.estimates import duration_text, overview, workload
+from fieldrl.policies.algorithms import NAMES
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, with_range
 from fieldrl.reportkit.summary import measured_kpis
 from fieldrl.scenario import Scenario, builtin_scenarios
 
-#: the learned-policy algorithms of ``fieldrl.policies.registry.ALGORITHMS`` (a test keeps them equal)
-ALGORITHM_NAMES = (
-    "a2c",
-    "ddpg",
-    "dqn",
-    "independent-ppo",
-    "lstm-td3",
-    "maskable-ppo",
-    "ppo",
-    "recurrent-ppo",
-    "sac",
-    "td3",
-    "tqc",
-    "trpo",
-    "vd-maskable-ppo",
-)
+#: the learned-policy algorithms (the algorithm table's names, sorted)
+ALGORITHM_NAMES = tuple(sorted(NAMES))
 #: widest first (row-label) column of a KPI table, in characters
 LABEL_WIDTH = 26
 

@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from fieldrl.policies import memory_guard
+from fieldrl.policies.algorithms import in_search_space
 from fieldrl.policies.registry import build_kwargs
 from fieldrl.policies.signatures import SIGNATURES
 
@@ -50,7 +51,7 @@ def training_problem(
     :param train_steps: the training budget in those steps.
     """
     signature = SIGNATURES[algorithm]
-    kwargs = {**signature.defaults, **build_kwargs(_without_noise(hyperparameters), None)}
+    kwargs = {**signature.defaults, **build_kwargs(_without_noise(hyperparameters), None, algorithm)}
     vec = n_envs * width
     problem = _memory_problem(signature.kind, kwargs, vec)
     if problem:
@@ -89,7 +90,9 @@ def training_problem(
                     f"{train_steps:,}; allowed: a smaller train_freq or learning_starts",
                 )
         target = kwargs.get("target_update_interval")
-        if algorithm == "dqn" and isinstance(target, int) and target > train_steps - starts:
+        # DQN's family copies its target network every target_update_interval steps (SAC's counts
+        # gradient steps, and soft updates go on anyway)
+        if algorithm in in_search_space("dqn") and isinstance(target, int) and target > train_steps - starts:
             return (
                 "target_update_interval",
                 target,

@@ -34,28 +34,33 @@ inputs and return scale they were fitted on.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import sb3_contrib
-import stable_baselines3 as sb3
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
-from fieldrl.policies.independent import IndependentPPO
-from fieldrl.policies.signatures import IMITABLE  # noqa: F401  (importable from here too)
+from fieldrl.policies.algorithms import (
+    CLONE_FAMILIES,
+    IMITABLE,  # noqa: F401  (importable from here too)
+    TABLE,
+)
+from fieldrl.policies.registry import algorithm_class
 
-#: algorithm class -> how it is cloned; exact classes only (a subclass, e.g. a multi-head-critic
-#: variant, may change what ``predict_values`` or the actor mean). Independent PPO qualifies: its
-#: per-agent networks sit behind the standard ``get_distribution``/``predict_values``, so each agent's
-#: network is fitted to that agent's demonstrated decisions.
-_ON_POLICY: tuple[type, ...] = (sb3.PPO, sb3.A2C, sb3_contrib.TRPO, sb3_contrib.MaskablePPO, IndependentPPO)
-_SQUASHED_GAUSSIAN: tuple[type, ...] = (sb3.SAC, sb3_contrib.TQC)
-_DETERMINISTIC: tuple[type, ...] = (sb3.TD3, sb3.DDPG)
+
+@functools.cache
+def _clone_families() -> dict[type, str]:
+    """Algorithm class -> how it is cloned (the algorithm table's ``clone``), families in
+    :data:`~fieldrl.policies.algorithms.CLONE_FAMILIES` order. Exact classes only (a subclass, e.g. a
+    multi-head-critic variant, may change what ``predict_values`` or the actor mean). Independent PPO
+    qualifies: its per-agent networks sit behind the standard ``get_distribution``/``predict_values``,
+    so each agent's network is fitted to that agent's demonstrated decisions."""
+    return {algorithm_class(a.name): family for family in CLONE_FAMILIES for a in TABLE if a.clone == family}
 
 
 @dataclass
@@ -398,15 +403,17 @@ def _kind(model: Any) -> str:
     """``on-policy``, ``squashed`` (SAC, TQC) or ``deterministic`` (TD3, DDPG); ValueError otherwise."""
     cls = type(model)
     name = cls.__name__
-    if cls in _ON_POLICY:
-        return "on-policy"
-    if cls in _SQUASHED_GAUSSIAN or cls in _DETERMINISTIC:
+    families = _clone_families()
+    family = families.get(cls)
+    if family == "on-policy":
+        return family
+    if family is not None:
         if not isinstance(model.action_space, spaces.Box):
             raise ValueError(
                 f"behaviour cloning of {name} needs a Box action space, got {model.action_space}"
             )
-        return "squashed" if cls in _SQUASHED_GAUSSIAN else "deterministic"
-    supported = ", ".join(c.__name__ for c in (*_ON_POLICY, *_SQUASHED_GAUSSIAN, *_DETERMINISTIC))
+        return family
+    supported = ", ".join(c.__name__ for c in families)
     raise ValueError(
         f"cannot behaviour-clone {name}: it has no actor whose action distribution or deterministic "
         f"output can be fitted to demonstrated actions here (value-based and recurrent policies are not "

@@ -1,24 +1,30 @@
 """Which Stable-Baselines3 / sb3-contrib algorithms a scenario may name, and how
 their YAML hyperparameters become constructor arguments.
 
-Importing this module imports no torch: checking a scenario (``fieldrl validate``) reads the
-written-out signatures of :mod:`~fieldrl.policies.signatures`; the algorithm classes load on
-first use of ``ALGORITHMS`` or :func:`algorithm_class`.
+The algorithms are the rows of :data:`fieldrl.policies.algorithms.TABLE`. Importing this module
+imports no torch: checking a scenario (``fieldrl validate``) reads the constructor signatures
+:mod:`~fieldrl.policies.signatures` takes from the classes' source; the algorithm classes load
+on first use of ``ALGORITHMS`` or :func:`algorithm_class`.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 from typing import Any
 
-from fieldrl.policies.signatures import KINDS, SIGNATURES, algorithm_parameters, parameter_kind
+from fieldrl.policies.algorithms import BY_NAME, NAMES
+from fieldrl.policies.signatures import (
+    RESERVED,
+    SIGNATURES,
+    algorithm_parameters,
+    parameter_kind,
+    whole_number_parameters,
+)
 
 #: scenario names of the algorithms (the keys of ``ALGORITHMS``)
-ALGORITHM_NAMES: tuple[str, ...] = tuple(SIGNATURES)
-
-#: constructor arguments fieldrl sets itself
-RESERVED = {"env", "policy", "seed", "tensorboard_log", "verbose", "device", "_init_setup_model"}
+ALGORITHM_NAMES: tuple[str, ...] = NAMES
 
 #: activation functions a scenario may name (``policy_kwargs.activation_fn``)
 ACTIVATION_NAMES = ("tanh", "relu", "elu", "leaky_relu")
@@ -26,33 +32,14 @@ ACTIVATION_NAMES = ("tanh", "relu", "elu", "leaky_relu")
 
 @functools.cache
 def _algorithms() -> dict[str, Any]:
-    import sb3_contrib
-    import stable_baselines3 as sb3
-
-    from fieldrl.policies.independent import IndependentPPO
-    from fieldrl.policies.lstm_td3 import LSTMTD3
-    from fieldrl.policies.vd_ppo import VDMaskablePPO
-
-    return {
-        "a2c": sb3.A2C,
-        "ppo": sb3.PPO,
-        "independent-ppo": IndependentPPO,  # one network per agent where observations carry agent ids
-        "sac": sb3.SAC,
-        "td3": sb3.TD3,
-        "ddpg": sb3.DDPG,
-        "dqn": sb3.DQN,
-        "tqc": sb3_contrib.TQC,
-        "trpo": sb3_contrib.TRPO,
-        "recurrent-ppo": sb3_contrib.RecurrentPPO,
-        "maskable-ppo": sb3_contrib.MaskablePPO,
-        "lstm-td3": LSTMTD3,
-        "vd-maskable-ppo": VDMaskablePPO,
-    }
+    return {name: algorithm_class(name) for name in NAMES}
 
 
+@functools.cache
 def algorithm_class(algorithm: str) -> Any:
     """The SB3 class of registry name ``algorithm`` (imports torch on first use)."""
-    return _algorithms()[algorithm]
+    row = BY_NAME[algorithm]
+    return getattr(importlib.import_module(row.module), row.class_name)
 
 
 def _activations() -> dict[str, Any]:
@@ -189,7 +176,7 @@ def _is_train_freq(value: Any) -> bool:
     return _is_int(value)
 
 
-#: kind (signatures.KINDS) -> (does a value fit, what is allowed in words)
+#: kind (``AlgorithmSignature.kinds``) -> (does a value fit, what is allowed in words)
 _KIND_CHECKS: dict[str, tuple[Any, str]] = {
     "int": (_is_int, "a whole number"),
     "float": (_is_float, "a number"),
@@ -244,8 +231,19 @@ def _whole(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def build_kwargs(hyperparameters: dict[str, Any], action_dim: int | None) -> dict[str, Any]:
-    """Turn YAML-friendly hyperparameters into SB3 constructor keyword arguments."""
+def build_kwargs(
+    hyperparameters: dict[str, Any], action_dim: int | None, algorithm: str | None = None
+) -> dict[str, Any]:
+    """Turn YAML-friendly hyperparameters into SB3 constructor keyword arguments.
+
+    :param algorithm: the registry name they are for; None: any (whole numbers become ints for an
+        argument that takes one in any algorithm, which reads every algorithm's source once).
+    """
+    if algorithm is None:
+        whole = whole_number_parameters()
+    else:
+        kinds = SIGNATURES[algorithm].kinds
+        whole = frozenset(k for k, kind in kinds.items() if kind.rstrip("?") in ("int", "train_freq"))
     kwargs: dict[str, Any] = {}
     for key, value in hyperparameters.items():
         if key == "policy_kwargs":
@@ -264,7 +262,7 @@ def build_kwargs(hyperparameters: dict[str, Any], action_dim: int | None) -> dic
             value = tuple(_whole(v) for v in value)
         else:
             value = _number(value)
-            if KINDS.get(key, "").rstrip("?") in ("int", "train_freq"):
+            if key in whole:
                 value = _whole(value)
         kwargs[key] = value
     return kwargs

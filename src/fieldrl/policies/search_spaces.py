@@ -10,8 +10,10 @@ no longer than ``train_steps``, ``learning_starts`` well before its end, on-poli
 large enough for at most ``MAX_UPDATES`` gradient updates), so no trial is wasted on a learner
 that cannot learn or that would take hours of CPU.
 
-A space is declarative (Optuna distributions), so the tuning record and the report can print
-it. ``to_hyperparameters`` turns one sample into the YAML form a scenario uses.
+Each algorithm's row in :data:`fieldrl.policies.algorithms.TABLE` names its space (``ppo``,
+``a2c``, ``trpo``, ``sac``, ``td3`` or ``dqn``). A space is declarative (Optuna distributions), so
+the tuning record and the report can print it. ``to_hyperparameters`` turns one sample into the
+YAML form a scenario uses.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from typing import Any
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
-from fieldrl.policies.registry import ALGORITHMS
+from fieldrl.policies.algorithms import BY_NAME, FINE_TUNABLE, ON_POLICY, PULLABLE, in_search_space
 
-ON_POLICY = {"ppo", "maskable-ppo", "recurrent-ppo", "independent-ppo", "vd-maskable-ppo", "a2c", "trpo"}
-ACTOR_CRITIC_OFF_POLICY = {"sac", "tqc", "td3", "ddpg", "lstm-td3"}
+#: off-policy learners with an actor (their spaces tune ``tau``; TD3's also its action noise)
+ACTOR_CRITIC_OFF_POLICY = in_search_space("sac") | in_search_space("td3")
 #: gradient updates a tuning trial of an on-policy learner may make at most (see to_hyperparameters)
 MAX_UPDATES = 100_000
 NET_ARCH = {"tiny": [64], "small": [64, 64], "medium": [256, 256], "big": [400, 300]}
@@ -46,8 +48,7 @@ def n_envs_choices(n_envs: int) -> tuple[int, ...]:
 
 def search_space(algorithm: str, n_envs: int) -> dict[str, BaseDistribution]:
     """The distributions tuned for ``algorithm`` (``n_envs`` is the scenario entry's value)."""
-    if algorithm not in ALGORITHMS:
-        raise KeyError(algorithm)
+    family = BY_NAME[algorithm].search_space  # KeyError for a name not in the table
     space: dict[str, BaseDistribution] = {"n_envs": _cat(*n_envs_choices(n_envs))}
     if algorithm in ON_POLICY:
         space |= {
@@ -57,7 +58,7 @@ def search_space(algorithm: str, n_envs: int) -> dict[str, BaseDistribution]:
             "net_arch": _cat("tiny", "small", "medium"),
             "activation_fn": _cat("tanh", "relu"),
         }
-        if algorithm == "trpo":
+        if family == "trpo":
             space |= {
                 "batch_size": _cat(32, 64, 128, 256, 512),
                 "gae_lambda": _cat(0.8, 0.9, 0.95, 0.98, 0.99, 1.0),
@@ -70,7 +71,7 @@ def search_space(algorithm: str, n_envs: int) -> dict[str, BaseDistribution]:
                 "ent_coef": _log(1e-8, 0.1),
                 "max_grad_norm": FloatDistribution(0.3, 2.0),
             }
-        if algorithm not in ("a2c", "trpo"):
+        if family == "ppo":
             space |= {
                 "batch_size": _cat(32, 64, 128, 256, 512, 1024),
                 "n_epochs": _cat(1, 5, 10, 20),
@@ -87,14 +88,14 @@ def search_space(algorithm: str, n_envs: int) -> dict[str, BaseDistribution]:
         "gradient_steps": _cat(1, 2, 4, 8, 16),
         "net_arch": _cat("tiny", "small", "medium", "big"),
     }
-    if algorithm in ("td3", "ddpg", "lstm-td3"):
+    if family == "td3":
         space |= {
             "noise_type": _cat("normal", "ornstein-uhlenbeck"),
             "noise_std": FloatDistribution(0.05, 0.5),
         }
-    if algorithm in ("sac", "tqc", "td3", "ddpg", "lstm-td3"):
+    if family in ("sac", "td3"):
         space["tau"] = _cat(0.005, 0.01, 0.02, 0.05)
-    if algorithm == "dqn":
+    if family == "dqn":
         space |= {
             "exploration_fraction": FloatDistribution(0.05, 0.5),
             "exploration_final_eps": FloatDistribution(0.0, 0.2),
@@ -114,8 +115,6 @@ def fine_tune_space(algorithm: str, cloned: bool, jump_start: bool) -> dict[str,
     critic's warm-up and the actor's ramp (shares of the training steps); with a behaviour clone on
     an on-policy learner, the pull's weight (0: none) and fade; where the entry has a jump-start,
     whether to use it. Tuned with the hyperparameters, in the same trials."""
-    from fieldrl.policies.signatures import FINE_TUNABLE, PULLABLE
-
     if algorithm not in FINE_TUNABLE:
         return {}
     space: dict[str, BaseDistribution] = {
@@ -229,19 +228,15 @@ def to_hyperparameters(
         if "gradient_steps" in hp and isinstance(freq, int):
             # at most one gradient step per environment step collected (update-to-data ratio <= 1)
             hp["gradient_steps"] = min(hp["gradient_steps"], freq * vec)
-        if algorithm == "dqn" and "target_update_interval" in hp:
+        if BY_NAME[algorithm].search_space == "dqn" and "target_update_interval" in hp:
             room = max(1, (train_steps - int(value_of("learning_starts") or 0)) // 2)
             hp["target_update_interval"] = min(hp["target_update_interval"], room)
     return hp, n_envs
 
 
 def _default_arch(algorithm: str) -> list[int]:
-    """SB3's default MLP for ``algorithm`` when a scenario names none."""
-    if algorithm in ("sac", "tqc"):
-        return [256, 256]
-    if algorithm in ("td3", "ddpg", "lstm-td3"):
-        return [400, 300]
-    return [64, 64]
+    """SB3's default MLP for ``algorithm`` when a scenario names none (by its search space)."""
+    return {"sac": [256, 256], "td3": [400, 300]}.get(BY_NAME[algorithm].search_space, [64, 64])
 
 
 def _handset_value(algorithm: str, name: str, hp: dict[str, Any], n_envs: int) -> Any:

@@ -1,362 +1,44 @@
-"""What each learned-policy algorithm accepts, written out so that checking a scenario needs no torch.
+"""What each learned-policy algorithm accepts, read from its installed source without importing it.
 
 ``fieldrl validate`` answers in about a second because it never imports torch or
-Stable-Baselines3: the constructor arguments of each algorithm in the registry, whether it is
-on- or off-policy, and the defaults the budget checks read are copied here from the classes
-themselves. ``tests/test_fast_validate.py`` compares this table with the live classes, so an
-upgrade of SB3 that changes a signature fails the suite instead of drifting.
+Stable-Baselines3. The constructor arguments of each algorithm of the table
+(:mod:`~fieldrl.policies.algorithms`), what a scenario may write for each and the defaults the
+budget checks read come from the class's own source file, parsed with :mod:`ast`: the file is
+found with :mod:`importlib`'s finders (which import nothing), the class is followed through
+re-exports (``from stable_baselines3.ppo import PPO``) and, where it defines no ``__init__`` or
+passes ``**kwargs`` on, through its first base class. So an upgrade of SB3 that adds or renames an
+argument changes what a scenario may write, with nothing to copy by hand;
+``tests/test_fast_validate.py`` compares what is read here with the live classes.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.machinery
+import importlib.util
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
+from fieldrl.policies.algorithms import BY_NAME, FINE_TUNABLE, IMITABLE, NAMES, PULLABLE
 
-@dataclass(frozen=True)
-class AlgorithmSignature:
-    """One algorithm: on- or off-policy, its settable constructor arguments, and some defaults.
+__all__ = [
+    "FINE_TUNABLE",
+    "IMITABLE",
+    "PULLABLE",
+    "RESERVED",
+    "SIGNATURES",
+    "SIGNATURE_DEFAULT_KEYS",
+    "AlgorithmSignature",
+    "AlgorithmSourceError",
+    "algorithm_parameters",
+    "parameter_kind",
+]
 
-    :param kinds: what a scenario may write for an argument where it differs from :data:`KINDS`.
-    """
-
-    kind: Literal["on", "off"]
-    parameters: tuple[str, ...]
-    defaults: dict[str, Any]
-    kinds: dict[str, str] = field(default_factory=dict)
-
-
-_PPO = AlgorithmSignature(
-    "on",
-    (
-        "learning_rate",
-        "n_steps",
-        "batch_size",
-        "n_epochs",
-        "gamma",
-        "gae_lambda",
-        "clip_range",
-        "clip_range_vf",
-        "normalize_advantage",
-        "ent_coef",
-        "vf_coef",
-        "max_grad_norm",
-        "use_sde",
-        "sde_sample_freq",
-        "rollout_buffer_class",
-        "rollout_buffer_kwargs",
-        "target_kl",
-        "stats_window_size",
-        "policy_kwargs",
-    ),
-    {"n_steps": 2048},
-)
-
-#: registry name -> signature (same keys as ``fieldrl.policies.registry.ALGORITHMS``)
-SIGNATURES: dict[str, AlgorithmSignature] = {
-    "a2c": AlgorithmSignature(
-        "on",
-        (
-            "learning_rate",
-            "n_steps",
-            "gamma",
-            "gae_lambda",
-            "ent_coef",
-            "vf_coef",
-            "max_grad_norm",
-            "rms_prop_eps",
-            "use_rms_prop",
-            "use_sde",
-            "sde_sample_freq",
-            "rollout_buffer_class",
-            "rollout_buffer_kwargs",
-            "normalize_advantage",
-            "stats_window_size",
-            "policy_kwargs",
-        ),
-        {"n_steps": 5},
-    ),
-    "ppo": _PPO,
-    "independent-ppo": _PPO,  # PPO with one network per agent: the same constructor
-    "sac": AlgorithmSignature(
-        "off",
-        (
-            "learning_rate",
-            "buffer_size",
-            "learning_starts",
-            "batch_size",
-            "tau",
-            "gamma",
-            "train_freq",
-            "gradient_steps",
-            "action_noise",
-            "replay_buffer_class",
-            "replay_buffer_kwargs",
-            "optimize_memory_usage",
-            "n_steps",
-            "ent_coef",
-            "target_update_interval",
-            "target_entropy",
-            "use_sde",
-            "sde_sample_freq",
-            "use_sde_at_warmup",
-            "stats_window_size",
-            "policy_kwargs",
-        ),
-        {
-            "n_steps": 1,
-            "learning_starts": 100,
-            "train_freq": 1,
-            "gradient_steps": 1,
-            "target_update_interval": 1,
-            "buffer_size": 1000000,
-        },
-        kinds={"ent_coef": "auto|float"},
-    ),
-    "td3": AlgorithmSignature(
-        "off",
-        (
-            "learning_rate",
-            "buffer_size",
-            "learning_starts",
-            "batch_size",
-            "tau",
-            "gamma",
-            "train_freq",
-            "gradient_steps",
-            "action_noise",
-            "replay_buffer_class",
-            "replay_buffer_kwargs",
-            "optimize_memory_usage",
-            "n_steps",
-            "policy_delay",
-            "target_policy_noise",
-            "target_noise_clip",
-            "stats_window_size",
-            "policy_kwargs",
-        ),
-        {"n_steps": 1, "learning_starts": 100, "train_freq": 1, "gradient_steps": 1, "buffer_size": 1000000},
-    ),
-    "ddpg": AlgorithmSignature(
-        "off",
-        (
-            "learning_rate",
-            "buffer_size",
-            "learning_starts",
-            "batch_size",
-            "tau",
-            "gamma",
-            "train_freq",
-            "gradient_steps",
-            "action_noise",
-            "replay_buffer_class",
-            "replay_buffer_kwargs",
-            "optimize_memory_usage",
-            "n_steps",
-            "policy_kwargs",
-        ),
-        {"n_steps": 1, "learning_starts": 100, "train_freq": 1, "gradient_steps": 1, "buffer_size": 1000000},
-    ),
-    "dqn": AlgorithmSignature(
-        "off",
-        (
-            "learning_rate",
-            "buffer_size",
-            "learning_starts",
-            "batch_size",
-            "tau",
-            "gamma",
-            "train_freq",
-            "gradient_steps",
-            "replay_buffer_class",
-            "replay_buffer_kwargs",
-            "optimize_memory_usage",
-            "n_steps",
-            "target_update_interval",
-            "exploration_fraction",
-            "exploration_initial_eps",
-            "exploration_final_eps",
-            "max_grad_norm",
-            "stats_window_size",
-            "policy_kwargs",
-        ),
-        {
-            "n_steps": 1,
-            "learning_starts": 100,
-            "train_freq": 4,
-            "gradient_steps": 1,
-            "target_update_interval": 10000,
-            "buffer_size": 1000000,
-        },
-    ),
-    "tqc": AlgorithmSignature(
-        "off",
-        (
-            "learning_rate",
-            "buffer_size",
-            "learning_starts",
-            "batch_size",
-            "tau",
-            "gamma",
-            "train_freq",
-            "gradient_steps",
-            "action_noise",
-            "replay_buffer_class",
-            "replay_buffer_kwargs",
-            "optimize_memory_usage",
-            "n_steps",
-            "ent_coef",
-            "target_update_interval",
-            "target_entropy",
-            "top_quantiles_to_drop_per_net",
-            "use_sde",
-            "sde_sample_freq",
-            "use_sde_at_warmup",
-            "stats_window_size",
-            "policy_kwargs",
-        ),
-        {
-            "n_steps": 1,
-            "learning_starts": 100,
-            "train_freq": 1,
-            "gradient_steps": 1,
-            "target_update_interval": 1,
-            "buffer_size": 1000000,
-        },
-        kinds={"ent_coef": "auto|float"},
-    ),
-    "trpo": AlgorithmSignature(
-        "on",
-        (
-            "learning_rate",
-            "n_steps",
-            "batch_size",
-            "gamma",
-            "cg_max_steps",
-            "cg_damping",
-            "line_search_shrinking_factor",
-            "line_search_max_iter",
-            "n_critic_updates",
-            "gae_lambda",
-            "use_sde",
-            "sde_sample_freq",
-            "rollout_buffer_class",
-            "rollout_buffer_kwargs",
-            "normalize_advantage",
-            "target_kl",
-            "sub_sampling_factor",
-            "stats_window_size",
-            "policy_kwargs",
-        ),
-        {"n_steps": 2048},
-        kinds={"target_kl": "float"},
-    ),
-    "recurrent-ppo": AlgorithmSignature(
-        "on",
-        (
-            "learning_rate",
-            "n_steps",
-            "batch_size",
-            "n_epochs",
-            "gamma",
-            "gae_lambda",
-            "clip_range",
-            "clip_range_vf",
-            "normalize_advantage",
-            "ent_coef",
-            "vf_coef",
-            "max_grad_norm",
-            "use_sde",
-            "sde_sample_freq",
-            "target_kl",
-            "stats_window_size",
-            "policy_kwargs",
-        ),
-        {"n_steps": 128},
-        kinds={"batch_size": "int?"},
-    ),
-    "maskable-ppo": AlgorithmSignature(
-        "on",
-        (
-            "learning_rate",
-            "n_steps",
-            "batch_size",
-            "n_epochs",
-            "gamma",
-            "gae_lambda",
-            "clip_range",
-            "clip_range_vf",
-            "normalize_advantage",
-            "ent_coef",
-            "vf_coef",
-            "max_grad_norm",
-            "rollout_buffer_class",
-            "rollout_buffer_kwargs",
-            "target_kl",
-            "stats_window_size",
-            "policy_kwargs",
-        ),
-        {"n_steps": 2048},
-        kinds={"batch_size": "int?"},
-    ),
-    "lstm-td3": AlgorithmSignature(
-        "off",
-        (
-            "learning_rate",
-            "buffer_size",
-            "learning_starts",
-            "batch_size",
-            "tau",
-            "gamma",
-            "train_freq",
-            "gradient_steps",
-            "action_noise",
-            "policy_delay",
-            "target_policy_noise",
-            "target_noise_clip",
-            "history_length",
-            "lstm_hidden_size",
-            "replay_buffer_kwargs",
-            "stats_window_size",
-            "policy_kwargs",
-        ),
-        {"learning_starts": 100, "train_freq": 1, "gradient_steps": 1, "buffer_size": 1000000},
-    ),
-    "vd-maskable-ppo": AlgorithmSignature(
-        "on",
-        (
-            "learning_rate",
-            "n_steps",
-            "batch_size",
-            "n_epochs",
-            "gamma",
-            "gae_lambda",
-            "clip_range",
-            "clip_range_vf",
-            "normalize_advantage",
-            "ent_coef",
-            "vf_coef",
-            "max_grad_norm",
-            "rollout_buffer_class",
-            "rollout_buffer_kwargs",
-            "target_kl",
-            "stats_window_size",
-            "policy_kwargs",
-            "term_weights",
-        ),
-        {"n_steps": 2048},
-        kinds={"batch_size": "int?"},
-    ),
-}
-
-#: scenario names of the algorithms :func:`fieldrl.policies.imitation.clone` can warm-start (the
-#: first two listed first: the scenario's error message quotes this order)
-IMITABLE = ("ppo", "maskable-ppo", "independent-ppo", "a2c", "trpo", "sac", "td3", "ddpg", "tqc")
-#: algorithms whose actor fine-tuning can hold back (``fine_tune``): an actor trained by a gradient
-#: optimiser (TRPO's natural-gradient step has none)
-FINE_TUNABLE = ("ppo", "maskable-ppo", "independent-ppo", "a2c", "recurrent-ppo", "sac", "td3", "ddpg", "tqc")
-#: algorithms whose rollouts the pull toward the clone passes over (feed-forward on-policy)
-PULLABLE = ("ppo", "maskable-ppo", "independent-ppo", "a2c")
+#: constructor arguments fieldrl sets itself (a scenario may not)
+RESERVED = frozenset({"env", "policy", "seed", "tensorboard_log", "verbose", "device", "_init_setup_model"})
 
 #: the defaults the budget checks read
 SIGNATURE_DEFAULT_KEYS = (
@@ -369,70 +51,245 @@ SIGNATURE_DEFAULT_KEYS = (
 )
 
 
-#: what a scenario may write for each constructor argument, from the classes' type annotations
-#: (``tests/test_input_bounds.py`` compares them): ``int``, ``float``, ``bool``, ``mapping``,
-#: ``class`` (a class cannot be named in YAML: only null), ``auto|float`` ("auto", "auto_<x>" or a
-#: number), ``train_freq`` (n, or [n, "step"|"episode"]), ``noise`` (fieldrl's {type, sigma}) and
-#: ``floats`` (a list of numbers); a trailing ``?`` also allows null. A schedule (a callable, where
-#: SB3 takes ``float | Schedule``) cannot be written in YAML either: those take a number.
-KINDS: dict[str, str] = {
-    "learning_rate": "float",
-    "n_steps": "int",
-    "batch_size": "int",
-    "n_epochs": "int",
-    "gamma": "float",
-    "gae_lambda": "float",
-    "clip_range": "float",
-    "clip_range_vf": "float?",
-    "normalize_advantage": "bool",
-    "ent_coef": "float",
-    "vf_coef": "float",
-    "max_grad_norm": "float",
-    "use_sde": "bool",
-    "sde_sample_freq": "int",
-    "rollout_buffer_class": "class?",
-    "rollout_buffer_kwargs": "mapping?",
-    "target_kl": "float?",
-    "stats_window_size": "int",
-    "policy_kwargs": "mapping?",
-    "rms_prop_eps": "float",
-    "use_rms_prop": "bool",
-    "buffer_size": "int",
-    "learning_starts": "int",
-    "tau": "float",
-    "train_freq": "train_freq",
-    "gradient_steps": "int",
-    "action_noise": "noise?",
-    "replay_buffer_class": "class?",
-    "replay_buffer_kwargs": "mapping?",
-    "optimize_memory_usage": "bool",
-    "target_update_interval": "int",
-    "target_entropy": "auto|float",
-    "use_sde_at_warmup": "bool",
-    "policy_delay": "int",
-    "target_policy_noise": "float",
-    "target_noise_clip": "float",
-    "exploration_fraction": "float",
-    "exploration_initial_eps": "float",
-    "exploration_final_eps": "float",
-    "top_quantiles_to_drop_per_net": "int",
-    "cg_max_steps": "int",
-    "cg_damping": "float",
-    "line_search_shrinking_factor": "float",
-    "line_search_max_iter": "int",
-    "n_critic_updates": "int",
-    "sub_sampling_factor": "int",
-    "history_length": "int",
-    "lstm_hidden_size": "int",
-    "term_weights": "floats",
-}
+class AlgorithmSourceError(RuntimeError):
+    """An algorithm's class cannot be found or read in its installed source (a broken install)."""
+
+
+@dataclass(frozen=True)
+class AlgorithmSignature:
+    """One algorithm: on- or off-policy, its settable constructor arguments, and some defaults.
+
+    :param kinds: what a scenario may write for each argument: ``int``, ``float``, ``bool``,
+        ``mapping``, ``class`` (a class cannot be named in YAML: only null), ``auto|float`` ("auto",
+        "auto_<x>" or a number), ``train_freq`` (n, or [n, "step"|"episode"]), ``noise`` (fieldrl's
+        {type, sigma}) and ``floats`` (a list of numbers); a trailing ``?`` also allows null. A
+        schedule (a callable, where SB3 takes ``float | Schedule``) cannot be written in YAML
+        either: those take a number.
+    """
+
+    kind: Literal["on", "off"]
+    parameters: tuple[str, ...]
+    defaults: dict[str, Any]
+    kinds: dict[str, str] = field(default_factory=dict)
+
+
+#: (text in a constructor annotation, the kind it allows), first match wins; a ``None`` in the
+#: annotation adds ``?``. ``tests/test_input_bounds.py`` reads the live annotations the same way.
+_ANNOTATION_KINDS = (
+    ("Sequence[float]", "floats"),
+    ("tuple[int, str]", "train_freq"),
+    ("str | float", "auto|float"),
+    ("type[", "class"),
+    ("dict[", "mapping"),
+    ("ActionNoise", "noise"),
+    ("bool", "bool"),
+    ("float", "float"),
+    ("int", "int"),
+)
+
+
+@dataclass(frozen=True)
+class _Parameter:
+    name: str
+    annotation: str | None
+    default: ast.expr | None
+
+
+def _module_file(module: str) -> Path:
+    """The source file of ``module``, found without importing it or its parent packages.
+
+    ``importlib.util.find_spec("a.b")`` imports ``a``, and ``stable_baselines3/__init__.py`` imports
+    torch: so only the top-level name goes through ``find_spec``, and each submodule is looked up by
+    the path finder in its parent's folder.
+    """
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)
+    for i in range(len(rest)):
+        locations = None if spec is None else spec.submodule_search_locations
+        if locations is None:
+            spec = None
+            break
+        spec = importlib.machinery.PathFinder.find_spec(".".join([top, *rest[: i + 1]]), list(locations))
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise AlgorithmSourceError(f"cannot find the Python source of module {module} (is it installed?)")
+    return Path(spec.origin)
+
+
+@functools.cache
+def _parsed(module: str) -> tuple[ast.Module, bool]:
+    """``(syntax tree, is a package)`` of ``module``'s source."""
+    path = _module_file(module)
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path)), path.name == "__init__.py"
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Module-level statements, including those inside ``if`` and ``try`` blocks."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If | ast.Try):
+            for block in (node.body, node.orelse, *(h.body for h in getattr(node, "handlers", []))):
+                yield from _statements(block)
+
+
+def _absolute(module: str, package: bool, target: str | None, level: int) -> str:
+    """The module a ``from <level dots><target> import`` in ``module`` names."""
+    if level == 0:
+        return target or ""
+    parts = module.split(".")
+    base = parts if package else parts[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join([*base, target] if target else base)
+
+
+def _find_class(module: str, name: str, depth: int = 0) -> tuple[str, ast.ClassDef]:
+    """``(module that defines it, its definition)`` of class ``name`` as seen from ``module``."""
+    if depth > 20:
+        raise AlgorithmSourceError(f"cannot follow {name} from {module}: imports go round in a circle")
+    tree, package = _parsed(module)
+    statements = list(_statements(tree.body))
+    for node in statements:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return module, node
+    for node in statements:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    source = _absolute(module, package, node.module, node.level)
+                    return _find_class(source, alias.name, depth + 1)
+    raise AlgorithmSourceError(f"cannot find class {name} in the source of {module}")
+
+
+def _base(module: str, cls: ast.ClassDef) -> tuple[str, ast.ClassDef]:
+    """The first base class of ``cls`` (defined in ``module``)."""
+    if not cls.bases:
+        raise AlgorithmSourceError(f"{module}.{cls.name} has no __init__ and no base class to take one from")
+    base = cls.bases[0]
+    if isinstance(base, ast.Name):
+        return _find_class(module, base.id)
+    if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name):  # module alias: sb3.PPO
+        tree, _ = _parsed(module)
+        for node in _statements(tree.body):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if (alias.asname or alias.name) == base.value.id:
+                        return _find_class(alias.name, base.attr)
+    raise AlgorithmSourceError(f"cannot follow base class {ast.unparse(base)} of {module}.{cls.name}")
+
+
+def _own_parameters(init: ast.FunctionDef) -> list[_Parameter]:
+    """Named parameters of ``__init__`` (not ``self``, ``*args`` or ``**kwargs``), in order."""
+    args = init.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    pairs = [*zip(positional, defaults, strict=True), *zip(args.kwonlyargs, args.kw_defaults, strict=True)]
+    return [
+        _Parameter(a.arg, None if a.annotation is None else ast.unparse(a.annotation), d)
+        for a, d in pairs
+        if a.arg != "self"
+    ]
+
+
+def _constructor(module: str, cls: ast.ClassDef) -> list[_Parameter]:
+    """Parameters of ``cls``'s constructor as ``inspect.signature`` shows them: its own ``__init__``;
+    none: its base's; one that passes ``**kwargs`` on: its base's, then its own that the base lacks."""
+    init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    if init is None:
+        return _constructor(*_base(module, cls))
+    own = _own_parameters(init)
+    if init.args.kwarg is None:
+        return own
+    inherited = _constructor(*_base(module, cls))
+    known = {p.name for p in inherited}
+    return [*inherited, *(p for p in own if p.name not in known)]
+
+
+def _kind(algorithm: str, parameter: _Parameter) -> str:
+    """What a scenario may write for ``parameter`` (see :class:`AlgorithmSignature`)."""
+    text = parameter.annotation
+    if text is None:  # no annotation: the default's type says it
+        default = _literal(parameter.default)
+        if isinstance(default, tuple | list) and all(isinstance(x, int | float) for x in default):
+            return "floats"
+        for kind in (bool, int, float):
+            if isinstance(default, kind):
+                return kind.__name__
+    else:
+        for marker, kind in _ANNOTATION_KINDS:
+            if marker in text:
+                return kind + ("?" if "None" in text else "")
+    raise AlgorithmSourceError(
+        f"cannot tell what a scenario may write for {parameter.name} of {algorithm} "
+        f"(annotation {text}): give the constructor a plain annotation (int, float, bool, dict[...], ...)"
+    )
+
+
+_NO_LITERAL = object()
+
+
+def _literal(node: ast.expr | None) -> Any:
+    if node is None:
+        return _NO_LITERAL
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError):
+        return _NO_LITERAL
+
+
+@functools.cache
+def signature(algorithm: str) -> AlgorithmSignature:
+    """What ``algorithm`` (a name of the table) accepts, read from its class's source.
+
+    :raises KeyError: ``algorithm`` is not in the table.
+    :raises AlgorithmSourceError: its class or a base cannot be found or read.
+    """
+    row = BY_NAME[algorithm]
+    parameters = [p for p in _constructor(*_find_class(row.module, row.class_name)) if p.name not in RESERVED]
+    defaults = {}
+    for p in parameters:
+        value = _literal(p.default)
+        if p.name in SIGNATURE_DEFAULT_KEYS and value is not _NO_LITERAL:
+            defaults[p.name] = value
+    return AlgorithmSignature(
+        row.policy,
+        tuple(p.name for p in parameters),
+        defaults,
+        kinds={p.name: _kind(algorithm, p) for p in parameters},
+    )
+
+
+class _Signatures(Mapping[str, AlgorithmSignature]):
+    """Registry name -> signature, each read on first use (same keys as ``registry.ALGORITHMS``)."""
+
+    def __getitem__(self, algorithm: str) -> AlgorithmSignature:
+        return signature(algorithm)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(NAMES)
+
+    def __len__(self) -> int:
+        return len(NAMES)
+
+
+#: registry name -> signature (same keys as ``fieldrl.policies.registry.ALGORITHMS``)
+SIGNATURES: Mapping[str, AlgorithmSignature] = _Signatures()
 
 
 def parameter_kind(algorithm: str, parameter: str) -> str:
-    """What a scenario may write for ``parameter`` of ``algorithm`` (see :data:`KINDS`)."""
-    return SIGNATURES[algorithm].kinds.get(parameter, KINDS[parameter])
+    """What a scenario may write for ``parameter`` of ``algorithm`` (see :class:`AlgorithmSignature`)."""
+    return signature(algorithm).kinds[parameter]
 
 
 def algorithm_parameters(algorithm: str) -> list[str]:
     """Constructor arguments a scenario may set for ``algorithm``."""
-    return list(SIGNATURES[algorithm].parameters)
+    return list(signature(algorithm).parameters)
+
+
+@functools.cache
+def whole_number_parameters() -> frozenset[str]:
+    """Arguments that take a whole number (or ``train_freq``) in some algorithm of the table."""
+    return frozenset(
+        name
+        for algorithm in NAMES
+        for name, kind in signature(algorithm).kinds.items()
+        if kind.rstrip("?") in ("int", "train_freq")
+    )

@@ -1,0 +1,127 @@
+"""The algorithm table: every learned-policy algorithm a scenario may name, one row each.
+
+Every list of algorithms in fieldrl is derived from :data:`TABLE`: the registry's names and
+classes (:mod:`~fieldrl.policies.registry`), what ``fieldrl list`` prints (:mod:`fieldrl.terminal`),
+which algorithms behaviour cloning warm-starts and fine-tuning holds back
+(:mod:`~fieldrl.policies.imitation`, :mod:`~fieldrl.scenario`), the search space ``fieldrl tune``
+samples (:mod:`~fieldrl.policies.search_spaces`) and the time estimate (:mod:`fieldrl.estimates`).
+What each constructor accepts is not written here: :mod:`~fieldrl.policies.signatures` reads it
+from the class's installed source. Adding an algorithm is one row (docs/adding-an-algorithm.md).
+
+Importing this module imports nothing but the standard library (``fieldrl list`` and
+``fieldrl validate`` read it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+#: how :func:`fieldrl.policies.imitation.clone` fits an actor to demonstrations: ``on-policy`` (the
+#: log-probability of the demonstrated action under the policy's distribution, ``V(s)`` to returns),
+#: ``squashed`` (a squashed-Gaussian actor's mean and every Q head: SAC, TQC) or ``deterministic``
+#: (a deterministic actor and its Q heads: TD3, DDPG)
+CloneFamily = Literal["on-policy", "squashed", "deterministic"]
+CLONE_FAMILIES: tuple[CloneFamily, ...] = ("on-policy", "squashed", "deterministic")
+
+#: search spaces of :func:`fieldrl.policies.search_spaces.search_space` (rl-baselines3-zoo's samplers)
+SearchSpace = Literal["ppo", "a2c", "trpo", "sac", "td3", "dqn"]
+SEARCH_SPACES: tuple[SearchSpace, ...] = ("ppo", "a2c", "trpo", "sac", "td3", "dqn")
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One algorithm a scenario may name (``policies.learned[i].algorithm``).
+
+    :param name: the scenario's name for it (lower case, words joined by ``-``).
+    :param cls: where its class lives, ``module:Class`` (as an entry point names it); the module is
+        imported only when a model is built, and its source is read to learn the constructor's
+        parameters (:mod:`~fieldrl.policies.signatures`).
+    :param policy: ``on`` (rollouts, then updates: ``OnPolicyAlgorithm``) or ``off`` (a replay
+        buffer and gradient steps between environment steps: ``OffPolicyAlgorithm``).
+    :param search_space: which of ``fieldrl tune``'s search spaces samples its hyperparameters
+        (:data:`SEARCH_SPACES`); it also names the default network and activation the tuner assumes.
+    :param recurrent: its policy carries a memory (an LSTM state) from one decision to the next.
+    :param masked: it reads the environment's action masks when it acts (``predict(action_masks=)``).
+    :param clone: how behaviour cloning warm-starts it (:data:`CLONE_FAMILIES`); None: it cannot be.
+    :param fine_tune: a warm start's fine-tuning (critic warm-up, actor ramp) can act on it: an actor
+        trained by a gradient optimiser whose learning rate can be ramped. With ``clone="on-policy"``
+        the pull toward the clone applies too (it works on feed-forward on-policy rollouts).
+    :param cost: time per environment step relative to its domain's measured speed of its ``policy``
+        kind (:data:`fieldrl.estimates.SPEEDS`); a recurrent learner is slower than its feed-forward twin.
+    """
+
+    name: str
+    cls: str
+    policy: Literal["on", "off"]
+    search_space: SearchSpace
+    recurrent: bool = False
+    masked: bool = False
+    clone: CloneFamily | None = None
+    fine_tune: bool = False
+    cost: float = 1.0
+
+    @property
+    def module(self) -> str:
+        return self.cls.partition(":")[0]
+
+    @property
+    def class_name(self) -> str:
+        return self.cls.partition(":")[2]
+
+
+#: the rows. Their order is the order of every derived list (``imitation warm starts ppo,
+#: maskable-ppo, ...``): the most used first.
+TABLE: tuple[Algorithm, ...] = (
+    Algorithm("ppo", "stable_baselines3:PPO", "on", "ppo", clone="on-policy", fine_tune=True),
+    Algorithm(
+        "maskable-ppo", "sb3_contrib:MaskablePPO", "on", "ppo", masked=True, clone="on-policy", fine_tune=True
+    ),
+    # PPO with one network per agent where observations carry agent ids
+    Algorithm(
+        "independent-ppo",
+        "fieldrl.policies.independent:IndependentPPO",
+        "on",
+        "ppo",
+        clone="on-policy",
+        fine_tune=True,
+    ),
+    Algorithm("a2c", "stable_baselines3:A2C", "on", "a2c", clone="on-policy", fine_tune=True),
+    Algorithm("trpo", "sb3_contrib:TRPO", "on", "trpo", clone="on-policy"),
+    # sequences through an LSTM: ten times PPO's time per step
+    Algorithm(
+        "recurrent-ppo", "sb3_contrib:RecurrentPPO", "on", "ppo", recurrent=True, fine_tune=True, cost=10.0
+    ),
+    Algorithm("sac", "stable_baselines3:SAC", "off", "sac", clone="squashed", fine_tune=True),
+    Algorithm("td3", "stable_baselines3:TD3", "off", "td3", clone="deterministic", fine_tune=True),
+    Algorithm("ddpg", "stable_baselines3:DDPG", "off", "td3", clone="deterministic", fine_tune=True),
+    Algorithm("tqc", "sb3_contrib:TQC", "off", "sac", clone="squashed", fine_tune=True),
+    Algorithm("dqn", "stable_baselines3:DQN", "off", "dqn"),
+    Algorithm("qr-dqn", "sb3_contrib:QRDQN", "off", "dqn"),
+    Algorithm("lstm-td3", "fieldrl.policies.lstm_td3:LSTMTD3", "off", "td3", recurrent=True, cost=2.0),
+    Algorithm("vd-maskable-ppo", "fieldrl.policies.vd_ppo:VDMaskablePPO", "on", "ppo", masked=True),
+)
+
+#: scenario name -> row
+BY_NAME: dict[str, Algorithm] = {a.name: a for a in TABLE}
+#: scenario names of the algorithms, in table order
+NAMES: tuple[str, ...] = tuple(BY_NAME)
+#: the algorithms :func:`fieldrl.policies.imitation.clone` can warm-start
+IMITABLE: tuple[str, ...] = tuple(a.name for a in TABLE if a.clone is not None)
+#: algorithms whose actor fine-tuning can hold back (``fine_tune``)
+FINE_TUNABLE: tuple[str, ...] = tuple(a.name for a in TABLE if a.fine_tune)
+#: algorithms whose rollouts the pull toward the clone passes over (feed-forward on-policy, fine-tunable)
+PULLABLE: tuple[str, ...] = tuple(a.name for a in TABLE if a.fine_tune and a.clone == "on-policy")
+#: on-policy algorithms (rollouts, then updates)
+ON_POLICY: frozenset[str] = frozenset(a.name for a in TABLE if a.policy == "on")
+#: off-policy algorithms (gradient steps between environment steps)
+OFF_POLICY: frozenset[str] = frozenset(a.name for a in TABLE if a.policy == "off")
+#: recurrent algorithms (a memory carried from decision to decision)
+RECURRENT: tuple[str, ...] = tuple(a.name for a in TABLE if a.recurrent)
+#: algorithms that read action masks
+MASKED: tuple[str, ...] = tuple(a.name for a in TABLE if a.masked)
+
+
+def in_search_space(space: SearchSpace) -> frozenset[str]:
+    """Names of the algorithms ``fieldrl tune`` samples from search space ``space``."""
+    return frozenset(a.name for a in TABLE if a.search_space == space)
