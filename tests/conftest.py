@@ -1,6 +1,6 @@
 """Shared fixtures: a small valid chemo scenario that tests mutate.
 
-On an install without some extras (``pip install -e .`` has no ``rail``, ``traffic``, ``uav`` or
+On an install without some extras (``pip install -e ".[train]"`` has no ``rail``, ``traffic``, ``uav`` or
 ``ray``), the tests that need them are skipped, each with the install line as its reason: a test
 module named for the domain (``test_rail_env.py``) is not collected, and a test whose id names it
 (``test_fast_validate.py::...[rail/quick]``, ``test_ray_backend_...``, ``..._sumo_...``) or that is

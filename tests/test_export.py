@@ -27,10 +27,11 @@ from gymnasium import spaces
 from typer.testing import CliRunner
 
 import fieldrl
-from fieldrl import export, runtime
-from fieldrl.api import create_run, open_run
+from fieldrl import bundle_replay, export, runtime
+from fieldrl.api import create_run, evaluate, open_run
 from fieldrl.cli import app
 from fieldrl.domains import get_domain
+from fieldrl.errors import FieldrlError
 from fieldrl.evaluation.runner import EvalJob, build_policy, episode_seed, run_episodes
 from fieldrl.policies.base import Policy
 from fieldrl.policies.learned import SB3Policy, build_model
@@ -102,6 +103,9 @@ def chemo_bundle(chemo_run: Path, tmp_path_factory) -> Path:
     result = runner.invoke(app, ["export", str(chemo_run), "--policy", "PPO", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert f"Bundle: {out}" in " ".join(result.output.split())
+    assert "Replayed 1 held-out episode (seed 100) through the bundle: the same KPIs" in " ".join(
+        result.output.split()
+    )
     return out
 
 
@@ -194,6 +198,92 @@ def test_multi_agent_masked_bundle_gives_evaluations_actions_exactly(taxiway_run
     assert not np.stack([mask for _, mask, _, _ in both.seen]).all()
     free = [both.bundle.act(obs, np.ones_like(mask)) for obs, mask, _, _ in both.seen]
     assert any((f != got).any() for f, (_, _, _, got) in zip(free, both.seen, strict=True))
+
+
+# ----------------------------------------------------------------------------- held-out replays
+
+
+def test_held_out_episodes_replayed_through_the_chemo_bundle_give_the_runs_kpis(chemo_run, chemo_bundle):
+    # at export (the default: the first held-out episode), in the card
+    card = json.loads((chemo_bundle / "model-card.json").read_text())
+    replayed = card["held_out_replay"]
+    assert replayed["equal"] and replayed["cases"] == [{"eval_seed": 100, "episode": 0}], replayed
+    assert replayed["rule"] == "KPIs must agree within 1e-05 relative, 1e-08 absolute (continuous actions)"
+    assert (
+        f"- Held-out replay at export: {replayed['sentence']}" in (chemo_bundle / "model-card.md").read_text()
+    )
+
+    # every held-out episode, from the bundle folder: patient 102 failed in the run (no KPIs): passed over
+    check = export.replay_bundle(chemo_bundle, episodes=None)
+    assert check.cases == [(s, 0) for s in (100, 101, 103, 104, 105)] and check.failed_in_run == 1
+    assert check.ok and check.continuous, check.mismatches
+    assert {"tumour_burden", "normal_cells", "survival", "total_dose", "return"} <= set(check.metrics)
+    worst = max(
+        abs(b - r) / abs(r)
+        for m in check.metrics
+        for r, b in zip(check.run[m], check.bundle[m], strict=True)
+        if r != 0
+    )
+    print(f"\nchemo PPO: 5 held-out episodes replayed, KPIs within {worst:.3g} (relative) of the run's")
+    assert worst <= bundle_replay.RTOL
+
+
+def test_replaying_a_multi_agent_masked_bundle_gives_the_runs_kpis_exactly(taxiway_run, tmp_path):
+    run_dir = Path(shutil.copytree(taxiway_run, tmp_path / "run"))  # the module's run stays unevaluated
+    evaluate(run_dir, show_progress=False)
+    result = export.export_policy(run_dir, "MaskablePPO", out=tmp_path / "bundle", replay=None)
+    replayed = result.card["held_out_replay"]
+    assert replayed["episodes"] == 2 and replayed["equal"] and replayed["max_abs_difference"] == 0.0, replayed
+    assert replayed["rule"] == "KPIs must be equal (discrete actions)"
+    check = export.replay_bundle(result.folder, run_dir, episodes=None)
+    assert check.ok and not check.continuous
+    for name in check.metrics:  # equal, NaN where the run's is NaN (no aircraft finished: no taxi time)
+        np.testing.assert_array_equal(check.bundle[name], check.run[name], err_msg=name)
+    assert "decision_ms" not in check.metrics  # machine timings are not compared
+
+
+def test_an_export_whose_replay_differs_from_the_run_is_refused_writing_nothing(
+    chemo_run, tmp_path, monkeypatch
+):
+    """A bundle of other weights (the model as training starts it) passes the action check against itself
+    but not the replay against the run's results."""
+    folder, scenario, _ = open_run(chemo_run)
+    domain = get_domain(scenario.domain)
+    params = domain.params_model.model_validate(scenario.policy_params("default", "PPO"))
+    entry = scenario.policies.learned[0]
+    untrained = export.untrained_policy(scenario, domain, params, entry, seed=7)
+    data, contract, _ = export.build_bundle(domain, params, untrained, 0)
+    check = bundle_replay.replay_held_out(
+        runtime.Bundle(contract, data), folder, scenario, "default", "PPO", 0, episodes=2
+    )
+    assert not check.ok and check.mismatches[0]["eval_seed"] == 100, check.mismatches
+    assert "differ from the run's evaluation" in check.sentence()
+
+    real = export.build_bundle
+    monkeypatch.setattr(export, "build_bundle", lambda d, p, policy, seed: real(d, p, untrained, seed))
+    out = tmp_path / "bundle"
+    with pytest.raises(
+        FieldrlError, match=r"export check: Replayed 1 held-out episode .* differ .*nothing was written"
+    ):
+        export.export_policy(chemo_run, "PPO", out=out)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    # asked for no replay, the same bundle is written, and its card says it was not replayed
+    skipped = export.export_policy(chemo_run, "PPO", out=out, replay=0)
+    assert skipped.card["held_out_replay"] == {"skipped": "not asked for: --replay 0"}
+
+
+def test_a_replay_names_a_run_that_is_not_the_bundles_and_an_unevaluated_one(
+    chemo_bundle, taxiway_run, tmp_path
+):
+    with pytest.raises(FieldrlError, match="not the run this bundle was exported from"):
+        export.replay_bundle(chemo_bundle, taxiway_run)
+    out = tmp_path / "bundle"
+    result = runner.invoke(
+        app, ["export", str(taxiway_run), "--policy", "MaskablePPO", "--replay", "3", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    with pytest.raises(bundle_replay.NothingToReplay, match="the run was not evaluated"):
+        export.replay_bundle(out)
 
 
 # ----------------------------------------------------------------------------- every supported algorithm
@@ -485,6 +575,8 @@ def test_a_run_not_yet_evaluated_exports_with_no_results_in_its_card(taxiway_bun
     assert "The run was not evaluated when this bundle was exported" in text
     assert "No stress map was run for this run" in text and "no stress map was run" in card["intended_use"]
     assert "Not known: the run was not evaluated when this bundle was exported." in text
+    assert card["held_out_replay"] == {"skipped": "the run was not evaluated when this bundle was exported"}
+    assert "- Held-out replay through the bundle: none (the run was not evaluated when this bundle" in text
     contract = json.loads((taxiway_bundle / "bundle.json").read_text())
     assert contract["observation"]["per_agent"] and contract["mask"]["size"] == contract["action"]["n"] == 5
     assert contract["action"]["words"][0] == "hold"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from typer.testing import CliRunner
 
 import fieldrl
 from fieldrl import export, runtime
-from fieldrl.api import open_run
+from fieldrl.api import evaluate, open_run
 from fieldrl.cli import app
 from fieldrl.domains import get_domain
 from fieldrl.evaluation.runner import EvalJob, build_policy, episode_seed, run_episodes
@@ -215,6 +216,25 @@ SCRAMBLED = [
         id="chemo-lstm-td3",
     ),
 ]
+
+
+def test_held_out_episodes_replayed_through_recurrent_bundles_give_the_runs_kpis(
+    recurrent_run, bundles, tmp_path
+):
+    """The evaluation's batch of six patients, one state row each, played by the bundle alone."""
+    run_dir = Path(shutil.copytree(recurrent_run, tmp_path / "run"))  # the module's run stays unevaluated
+    evaluate(run_dir, show_progress=False)
+    for label in LABELS:
+        check = export.replay_bundle(bundles[label], run_dir, episodes=None)
+        assert check.cases == [(s, 0) for s in range(100, 106)] and check.continuous
+        worst = max(
+            abs(b - r) / abs(r)
+            for m in check.metrics
+            for r, b in zip(check.run[m], check.bundle[m], strict=True)
+            if r != 0
+        )
+        print(f"\n{label}: 6 held-out episodes replayed, KPIs within {worst:.3g} (relative) of the run's")
+        assert check.ok, check.mismatches
 
 
 @pytest.mark.parametrize(("domain_name", "params_data", "algorithm", "hyper"), SCRAMBLED)

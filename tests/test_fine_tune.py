@@ -271,8 +271,10 @@ def test_a_fine_tuned_entry_trains_and_says_when_it_moved_past_its_clone(scenari
         "guide_horizon": 10,
         "guide_stages": 2,
     }
-    assert record["fine_tune"] == schedule
     rows = list(csv.DictReader(io.StringIO((seed_dir / "fine_tune.csv").read_text())))
+    pull_steps = [int(r["pull_steps"]) for r in rows]  # the pull's optimiser steps, while it pulls
+    assert pull_steps[0] > 0 and pull_steps[2:] == [0, 0]
+    assert record["fine_tune"] == {**schedule, "pull_updates": sum(pull_steps)}
     assert [int(r["timesteps"]) for r in rows] == [256, 512, 768, 1024]
     assert [float(r["actor_scale"]) for r in rows] == [0.5, 1.0, 1.0, 1.0]
     assert [float(r["pull_weight"]) for r in rows] == pytest.approx([2 / 3, 1 / 3, 0.0, 0.0], abs=1e-5)
@@ -368,7 +370,7 @@ def test_an_interrupted_fine_tuning_resumes_from_its_checkpoint_and_continues_it
     from fieldrl import api
     from fieldrl.policies import checkpoint
 
-    pull, jump = {"weight": 1.0, "fade": 0.75}, {"horizon": 10, "stages": 2}
+    pull, jump = {"weight": 1.0, "fade": 1.0}, {"horizon": 10, "stages": 2}
     data = _fine_tuned(scenario_data, critic_warmup=0.125, actor_ramp=0.25, pull=pull, jump_start=jump)
     entry = data["policies"]["learned"][0]
     entry["train_steps"], entry["checkpoint_every"] = 1024, 256
@@ -395,4 +397,14 @@ def test_an_interrupted_fine_tuning_resumes_from_its_checkpoint_and_continues_it
     # one row per update across the interruption, the schedules where they would have been
     assert [int(r["timesteps"]) for r in rows] == [256, 512, 768, 1024]
     assert [float(r["actor_scale"]) for r in rows] == [0.5, 1.0, 1.0, 1.0]
-    assert [float(r["pull_weight"]) for r in rows] == pytest.approx([2 / 3, 1 / 3, 0.0, 0.0], abs=1e-5)
+    assert [float(r["pull_weight"]) for r in rows] == pytest.approx([0.75, 0.5, 0.25, 0.0], abs=1e-5)
+    # the pull's own optimiser steps are counted beside the learner's updates, across the interruption
+    pulled = sum(int(r["pull_steps"]) for r in rows)
+    record = read_record(folder.path / "models/default/PPO/seed-0/policy.safetensors")
+    assert pulled > 0 and record["fine_tune"]["pull_updates"] == pulled
+    # and the resumed training is the uninterrupted one, the pull with the Adam moments it had (kept in
+    # the checkpoint): every logged loss the same (the kept weights are validation's choice, which may
+    # be from before the interruption, so the log is the stronger witness)
+    once = api.run(tmp_path / "s.yaml", tmp_path / "once", show_progress=False).run_dir
+    log = "models/default/PPO/seed-0/fine_tune.csv"
+    assert (folder.path / log).read_text() == (once / log).read_text()

@@ -83,3 +83,24 @@ def test_a_kpi_without_values_gives_nan_quietly():
         diff = paired_difference(learned, base, boot, 0.95)
         assert np.isnan(diff["difference"]["value"]) and np.isnan(diff["relative_percent"]["value"])
     assert np.isnan(probability_better(empty, other, True, boot, 0.95)["value"])
+
+
+def test_seed_spread_is_the_spread_of_each_training_seeds_mean_with_intervals_around_it():
+    from fieldrl.evaluation.stats import Bootstrap, seed_spread, spread_difference
+
+    rng = np.random.default_rng(3)
+    steady = 100 + rng.normal(0, 1, size=(10, 40))  # every seed alike
+    shaky = steady + np.linspace(-30, 30, 10)[:, None]  # seeds 30 apart either way
+    boot = Bootstrap(40, 1000, seed=0)
+    spread, sd_boot, worst_boot = seed_spread(shaky, boot, 0.95, higher_is_better=True)
+    per_seed = shaky.mean(axis=1)
+    assert spread["per_seed"] == pytest.approx(per_seed.tolist())
+    assert spread["sd"]["value"] == pytest.approx(np.std(per_seed, ddof=1))
+    assert spread["worst"]["value"] == pytest.approx(per_seed.min())
+    assert spread["sd"]["low"] <= spread["sd"]["value"] <= spread["sd"]["high"]
+    assert len(sd_boot) == len(worst_boot) == 1000
+    lower_is_better, _, _ = seed_spread(shaky, boot, 0.95, higher_is_better=False)
+    assert lower_is_better["worst"]["value"] == pytest.approx(per_seed.max())
+    compared = spread_difference(steady, shaky, boot, 0.95, higher_is_better=True)
+    assert compared["sd_difference"]["high"] < 0  # the steady policy is clearly the more stable
+    assert compared["worst_difference"]["low"] > 0  # and its worst seed clearly better

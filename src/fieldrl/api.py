@@ -31,7 +31,6 @@ from fieldrl.evaluation.store import RunFolder, library_versions, new_output_fol
 from fieldrl.evaluation.summary import summarize
 from fieldrl.files import sha256_of
 from fieldrl.names import slug
-from fieldrl.policies import checkpoint
 from fieldrl.progress import JobProgress
 from fieldrl.scenario import (
     BUDGET_ALIASES,
@@ -72,6 +71,7 @@ def create_run(
     out: str | Path | None = None,
     budget: str = "full",
     announce: Callable[[str], None] | None = None,
+    part: tuple[int, int] | None = None,
 ) -> RunFolder:
     """Validate ``scenario`` and create its run folder (nothing is written if it is invalid).
 
@@ -80,16 +80,23 @@ def create_run(
 
     :param announce: told, line by line, what the run takes from elsewhere than the scenario's own
         words (settings a tuned file replaced), before anything is written.
+    :param part: ``(i, k)``: the run trains part i of k of the training seeds (:meth:`Scenario.part`);
+        :func:`merge_runs` joins the parts into one run.
     """
     budget = budget_name(budget)
     if budget not in BUDGET_NAMES:
         raise FieldrlError(f"--budget = {budget!r}: allowed: {', '.join(BUDGET_NAMES)}")
     resolved = load_scenario(scenario).with_budget(budget)
+    every_train_seed = list(resolved.seeds.train)
+    if part is not None:
+        resolved = resolved.part(*part)
     for entry in resolved.policies.learned:
         if announce is not None and entry.tuning is not None and entry.tuning.replaced:
             replaced = "; ".join(entry.replaced_settings())
             announce(f"{entry.label}: {entry.tuning.file} replaces what the scenario wrote: {replaced}")
     stem = slug(resolved.name) if budget == "full" else f"{slug(resolved.name)}-{budget}"
+    if part is not None:
+        stem += f"-part-{part[0]}-of-{part[1]}"
     path = new_output_folder(out, "runs", stem)
     folder = RunFolder(path)
     # the budget is applied already (run.json names it): its caps are not kept to be applied again
@@ -97,7 +104,13 @@ def create_run(
         resolved.model_dump(mode="json", exclude={"budgets"}), sort_keys=False, allow_unicode=True
     )
     folder.write_text(SCENARIO_FILE, snapshot, record=False)
-    meta = {"source": str(scenario), "budget": budget, "created": dt.datetime.now().isoformat()}
+    meta: dict[str, Any] = {
+        "source": str(scenario),
+        "budget": budget,
+        "created": dt.datetime.now().isoformat(),
+    }
+    if part is not None:
+        meta["part"] = {"index": part[0], "of": part[1], "train_seeds": every_train_seed}
     folder.write_json(RUN_FILE, meta, record=False)
     folder.write_json("versions.json", library_versions(), record=False)
     folder.write_json(INPUTS_FILE, {"files": _pins(resolved)}, record=False)
@@ -182,7 +195,13 @@ def _check_all_pinned(folder: RunFolder, scenario: Scenario, pins: dict[str, _Pi
             )
 
 
-def open_run(run_dir: str | Path) -> tuple[RunFolder, Scenario, dict[str, Any]]:
+def open_run(run_dir: str | Path, build: bool = True) -> tuple[RunFolder, Scenario, dict[str, Any]]:
+    """A run folder, its scenario (checked against the manifest and validated) and ``run.json``.
+
+    :param build: also build what only construction can judge (each learned model, the simulator), as
+        ``load_scenario`` does; readers of a finished run (``report``, ``compare``, ``summary_of``) pass
+        False, so they import no torch, SB3 or simulator.
+    """
     folder = RunFolder(run_dir)
     if not folder.path.is_dir():
         raise FieldrlError(f"RUN_DIR = {str(run_dir)!r}: no such folder")
@@ -192,7 +211,7 @@ def open_run(run_dir: str | Path) -> tuple[RunFolder, Scenario, dict[str, Any]]:
     except UnicodeDecodeError as exc:
         raise FieldrlError(f"{folder.path / SCENARIO_FILE}: not readable as text ({exc})") from None
     pins = _check_pins(folder)  # before the scenario's validation reads any of them
-    scenario = parse_scenario(text, str(folder.path / SCENARIO_FILE))
+    scenario = parse_scenario(text, str(folder.path / SCENARIO_FILE), build=build)
     _check_all_pinned(folder, scenario, pins)
     meta = folder.read_json(RUN_FILE) if (folder.path / RUN_FILE).exists() else {"budget": "full"}
     try:
@@ -202,13 +221,25 @@ def open_run(run_dir: str | Path) -> tuple[RunFolder, Scenario, dict[str, Any]]:
     return folder, scenario, meta
 
 
+class RunPart(BaseModel):
+    """A run of part ``index`` of ``of`` of a scenario's ``train_seeds`` (``fieldrl run --part``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    index: int
+    of: int
+    train_seeds: list[int]
+
+
 class _RunMeta(BaseModel):
-    """``run.json``: where the scenario came from, the budget it ran at, when."""
+    """``run.json``: where the scenario came from, the budget it ran at, when; for a part of a study,
+    which part; for merged parts, the folders they came from."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     source: str = ""
     budget: str = "full"
     created: str = ""
+    part: RunPart | None = None
+    merged_from: list[str] | None = None
 
     @field_validator("budget")
     @classmethod
@@ -228,6 +259,16 @@ def _discarded_if_unreachable(folder: RunFolder) -> Iterator[None]:
     try:
         yield
     except BackendUnavailable:
+        shutil.rmtree(folder.path, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def _discarded_on_error(folder: RunFolder) -> Iterator[None]:
+    """A folder made from others (``merge_runs``) is removed again if making it stops: no half a run."""
+    try:
+        yield
+    except BaseException:
         shutil.rmtree(folder.path, ignore_errors=True)
         raise
 
@@ -253,10 +294,11 @@ def train(
     jobs: int | Backend = 1,
     show_progress: bool = True,
     announce: Callable[[str], None] | None = None,
+    part: tuple[int, int] | None = None,
 ) -> Path:
     """Create a run folder and train every learned policy on every train seed and variant
-    (``announce``: as for :func:`create_run`)."""
-    folder = create_run(scenario, out, budget, announce)
+    (``announce``, ``part``: as for :func:`create_run`)."""
+    folder = create_run(scenario, out, budget, announce, part)
     with _discarded_if_unreachable(folder), folder.lock():
         train_in(folder, jobs, show_progress)
     return folder.path
@@ -279,6 +321,8 @@ def train_in(folder: RunFolder, jobs: int | Backend = 1, show_progress: bool = T
 
     A job interrupted earlier continues from its last checkpoint.
     """
+    from fieldrl.policies import checkpoint
+
     _, scenario, _ = open_run(folder.path)
     todo = pending_train_jobs(folder, scenario)
     if not todo:
@@ -596,12 +640,158 @@ def _replay_for_report(run_dir: Path, show_progress: bool) -> None:
         replay(run_dir, show_progress=show_progress)
 
 
+def merge_runs(
+    parts: list[str | Path],
+    out: str | Path | None = None,
+    jobs: int | Backend = 1,
+    show_progress: bool = True,
+) -> RunResult:
+    """Join the evaluated parts of one study (``fieldrl run --part I/K``) into one run folder, as if it
+    had trained every seed at once: the same held-out seeds, every training seed's models and results,
+    the heuristics once (they must agree across parts), then summary, decisions and report as ``run``
+    makes them. Every file taken from a part is checked against that part's manifest first."""
+    opened = [open_run(p) for p in parts]
+    full = _merged_scenario([str(p) for p in parts], opened)
+    first_folder, _, first_meta = opened[0]
+    stem = f"{slug(full.name)}" + ("" if first_meta["budget"] == "full" else f"-{first_meta['budget']}")
+    folder = RunFolder(new_output_folder(out, "runs", f"{stem}-merged"))
+    folder.path.mkdir(parents=True, exist_ok=True)
+    with _discarded_on_error(folder), folder.lock():
+        snapshot = yaml.safe_dump(full.model_dump(mode="json", exclude={"budgets"}), sort_keys=False)
+        folder.write_text(SCENARIO_FILE, snapshot, record=False)
+        meta = {
+            "source": first_meta["source"],
+            "budget": first_meta["budget"],
+            "created": dt.datetime.now().isoformat(),
+            "merged_from": [str(Path(p).resolve()) for p in parts],
+        }
+        folder.write_json(RUN_FILE, meta, record=False)
+        copied = [RUN_FILE, SCENARIO_FILE]
+        for rel in ("versions.json", INPUTS_FILE):
+            folder.write_bytes(
+                rel, first_folder.read_verified(rel, "not a complete run folder"), record=False
+            )
+            copied.append(rel)
+        for part_folder, _, _ in opened:
+            for rel in part_folder.hashes():
+                if rel.startswith("models/"):
+                    folder.write_bytes(
+                        rel, part_folder.read_verified(rel, "its manifest lists it"), record=False
+                    )
+                    copied.append(rel)
+        folder.record(*copied)
+        results, traces, failures, heuristic_scores = _merged_results(opened)
+        domain = get_domain(full.domain)
+        summary = summarize(results, full, domain, meta["budget"])
+        summary["failed_episodes"] = failures
+        summary["validation"] = {"heuristics": heuristic_scores, "learned": _training_records(folder, full)}
+        written = ["results.parquet", "summary.json"]
+        folder.write_parquet("results.parquet", results, record=False)
+        if traces is not None:
+            folder.write_parquet("traces.parquet", traces, record=False)
+            written.append("traces.parquet")
+        folder.write_json("summary.json", summary, record=False)
+        folder.record(*written)
+        _record_decisions(folder, full, summary, jobs, show_progress, trust=False)
+        if full.stress is not None:
+            stress(folder.path, jobs=jobs, show_progress=show_progress)
+        _replay_for_report(folder.path, show_progress)
+        pdf = report(folder.path)
+    return RunResult(folder.path, results, summary_of(folder.path), pdf)
+
+
+def _merged_scenario(names: list[str], opened: list[tuple[RunFolder, Scenario, dict[str, Any]]]) -> Scenario:
+    """The study the parts were cut from; refused in one line unless they are its parts, each once,
+    all of them, at one budget, evaluated."""
+    if len(opened) < 2:
+        raise FieldrlError(f"RUN_DIR = {names!r}: give two or more part folders to merge")
+    first_folder, first, first_meta = opened[0]
+    part0 = first_meta.get("part")
+    seen: set[int] = set()
+    for name, (folder, scenario, meta) in zip(names, opened, strict=True):
+        part = meta.get("part")
+        if part is None:
+            raise FieldrlError(f"RUN_DIR = {name!r}: not a part of a study (it was not run with --part I/K)")
+        folder.require("results.parquet", "evaluate it first (`fieldrl run --resume RUN_DIR`)")
+        if (part["of"], part["train_seeds"]) != (part0["of"], part0["train_seeds"]) or meta["budget"] != (
+            first_meta["budget"]
+        ):
+            raise FieldrlError(
+                f"RUN_DIR = {name!r}: part {part['index']}/{part['of']} at budget {meta['budget']!r} of "
+                f"training seeds {part['train_seeds']}; {names[0]!r} is part {part0['index']}/{part0['of']} "
+                f"at budget {first_meta['budget']!r} of {part0['train_seeds']}: not parts of one study"
+            )
+        other = scenario.model_dump(mode="json", exclude={"seeds"})
+        if other != first.model_dump(mode="json", exclude={"seeds"}) or (
+            scenario.seeds.eval,
+            scenario.seeds.validation,
+        ) != (first.seeds.eval, first.seeds.validation):
+            raise FieldrlError(
+                f"RUN_DIR = {name!r}: its scenario differs from {names[0]!r}'s beyond the training seeds"
+            )
+        if part["index"] in seen:
+            raise FieldrlError(f"RUN_DIR = {name!r}: part {part['index']}/{part['of']} is given twice")
+        seen.add(part["index"])
+    missing = sorted(set(range(1, part0["of"] + 1)) - seen)
+    if missing:
+        raise FieldrlError(
+            f"RUN_DIR: part(s) {', '.join(str(i) for i in missing)} of {part0['of']} are missing; all "
+            f"{part0['of']} parts are needed"
+        )
+    data = first.model_dump()
+    data["seeds"]["train"] = part0["train_seeds"]
+    return Scenario.model_validate(data)
+
+
+def _merged_results(
+    opened: list[tuple[RunFolder, Scenario, dict[str, Any]]],
+) -> tuple[pd.DataFrame, pd.DataFrame | None, list[Any], dict[str, Any]]:
+    """Every part's learned results and the heuristics' once: ``(results, traces, failures, the
+    heuristics' validation scores)``; refused if the parts' heuristics disagree (they are the same
+    rules on the same seeds, so they must not)."""
+    heuristic_names = {e.label for e in opened[0][1].policies.heuristics}
+    frames, traces, failures = [], [], []
+    reference: pd.DataFrame | None = None
+    for index, (folder, scenario, _) in enumerate(opened):
+        results = folder.read_parquet("results.parquet", "evaluate it first")
+        summary = read_summary(folder, scenario, get_domain(scenario.domain))
+        is_heuristic = results["policy"].isin(heuristic_names)
+        heuristics = results[is_heuristic].reset_index(drop=True)
+        if reference is None:
+            reference = heuristics
+            frames.append(results)
+        else:
+            if not heuristics.equals(reference):
+                raise FieldrlError(
+                    f"{folder.path}: its heuristics' results differ from {opened[0][0].path}'s on the same "
+                    "held-out seeds: the parts did not run the same study (another fieldrl or simulator "
+                    "version?)"
+                )
+            frames.append(results[~is_heuristic])
+        if "traces.parquet" in folder.hashes():
+            trace = folder.read_parquet("traces.parquet")
+            traces.append(trace if index == 0 else trace[~trace["policy"].isin(heuristic_names)])
+        failures += [
+            f
+            for f in summary.get("failed_episodes", [])
+            if index == 0 or f.get("policy") not in heuristic_names
+        ]
+    results = pd.concat(frames, ignore_index=True).sort_values(
+        ["variant", "policy", "train_seed", "eval_seed", "episode", "metric"], kind="stable"
+    )
+    merged_traces = pd.concat(traces, ignore_index=True) if traces else None
+    heuristic_scores = (
+        read_summary(opened[0][0], opened[0][1], get_domain(opened[0][1].domain)).get("validation") or {}
+    ).get("heuristics", {})
+    return results.reset_index(drop=True), merged_traces, failures, heuristic_scores
+
+
 @_holding_run_folder
 def report(run_dir: str | Path) -> Path:
     """(Re-)render ``report.pdf`` from a run folder's results; never trains or steps an env."""
     from fieldrl.reports.pdf import build_report
 
-    folder, scenario, meta = open_run(run_dir)
+    folder, scenario, meta = open_run(run_dir, build=False)
     folder.require("results.parquet", "evaluate the run first (`fieldrl evaluate RUN_DIR`)")
     return build_report(folder, scenario, meta)
 
@@ -613,10 +803,11 @@ def run(
     jobs: int | Backend = 1,
     show_progress: bool = True,
     announce: Callable[[str], None] | None = None,
+    part: tuple[int, int] | None = None,
 ) -> RunResult:
     """Train, evaluate and report in one go; returns the run folder, results and report path
-    (``announce``: as for :func:`create_run`)."""
-    folder = create_run(scenario, out, budget, announce)
+    (``announce``, ``part``: as for :func:`create_run`)."""
+    folder = create_run(scenario, out, budget, announce, part)
     with _discarded_if_unreachable(folder), folder.lock():
         return _finish(folder, jobs, show_progress, resume=False)
 
@@ -634,7 +825,7 @@ def resume(run_dir: str | Path, jobs: int | Backend = 1, show_progress: bool = T
 def _finish(folder: RunFolder, jobs: int | Backend, show_progress: bool, resume: bool) -> RunResult:
     train_in(folder, jobs, show_progress)
     results = evaluate(folder.path, jobs, show_progress, resume=resume)
-    _, scenario, _ = open_run(folder.path)
+    _, scenario, _ = open_run(folder.path, build=False)  # evaluate has just built and checked it
     if scenario.stress is not None:
         stress(folder.path, jobs=jobs, show_progress=show_progress)
     _replay_for_report(folder.path, show_progress)
@@ -644,7 +835,7 @@ def _finish(folder: RunFolder, jobs: int | Backend, show_progress: bool, resume:
 
 def summary_of(run_dir: str | Path) -> dict[str, Any]:
     """An evaluated run's ``summary.json``, its shape checked against the run's scenario."""
-    folder, scenario, _ = open_run(run_dir)
+    folder, scenario, _ = open_run(run_dir, build=False)
     return read_summary(folder, scenario, get_domain(scenario.domain))
 
 
@@ -689,7 +880,7 @@ def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
     names_clash = len({u.name for u in unique}) < len(unique)
     rows = []
     for run_dir in unique:
-        folder, scenario, _ = open_run(run_dir)
+        folder, scenario, _ = open_run(run_dir, build=False)
         summary = read_summary(folder, scenario, get_domain(scenario.domain))
         label = str(folder.path) if names_clash else folder.path.name
         kpis = {k["name"]: k for k in summary["kpis"]}

@@ -28,6 +28,7 @@ if _QUIET_START:
     signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 import functools
+import importlib.util
 import math
 from collections.abc import Callable
 from enum import StrEnum
@@ -123,6 +124,27 @@ UnsetBudgetOpt = Annotated[
 ]
 JobsOpt = Annotated[int, typer.Option("--jobs", min=1, max=256, help="parallel worker processes")]
 RunDirArg = Annotated[Path, typer.Argument(help="a run folder written by fieldrl")]
+PartOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--part",
+        metavar="I/K",
+        help="train only part I of K of the training seeds (consecutive blocks, the same held-out "
+        "seeds); `fieldrl merge` joins the parts' run folders into one",
+    ),
+]
+
+
+def parse_part(text: str | None) -> tuple[int, int] | None:
+    """``"2/3"`` as ``(2, 3)``; anything else is one line naming --part."""
+    if text is None:
+        return None
+    index, sep, of = text.partition("/")
+    if not (sep and index.strip().isdigit() and of.strip().isdigit()):
+        raise FieldrlError(f"--part = {text!r}: allowed: I/K, e.g. 1/2 (part I of K, from 1)")
+    return int(index), int(of)
+
+
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="no progress bars")]
 
 
@@ -152,12 +174,74 @@ def _note(line: str) -> None:
     complain(f"[bold yellow]note:[/] {escape(line)}", markup=True, soft_wrap=True, highlight=False)
 
 
-def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn fieldrl's input errors into one message and exit 2; Ctrl-C into exit 130."""
+#: the ``train`` extra as import name -> distribution, less onnx and onnxruntime (only ``export`` needs
+#: them): every command but ``act`` checks that these are installed before it starts
+TRAINING_STACK = {
+    "torch": "torch",
+    "stable_baselines3": "stable-baselines3",
+    "sb3_contrib": "sb3-contrib",
+    "gymnasium": "gymnasium",
+    "pettingzoo": "pettingzoo",
+    "pydantic": "pydantic",
+    "yaml": "pyyaml",
+    "scipy": "scipy",
+    "pandas": "pandas",
+    "pyarrow": "pyarrow",
+    "matplotlib": "matplotlib",
+    "reportlab": "reportlab",
+    "tensorboard": "tensorboard",
+    "safetensors": "safetensors",
+    "optuna": "optuna",
+    "sklearn": "scikit-learn",
+    "imageio": "imageio",
+    "imageio_ffmpeg": "imageio-ffmpeg",
+}
+#: what ``fieldrl export`` checks: torch writes ONNX through onnx, the bundle is checked with onnxruntime
+#: (tests/test_runtime_install.py holds this to pyproject.toml's ``train`` list)
+EXPORT_STACK = {**TRAINING_STACK, "onnx": "onnx", "onnxruntime": "onnxruntime"}
+
+
+def missing_training_stack(needs: dict[str, str] = TRAINING_STACK) -> list[str]:
+    """Distributions of ``needs`` (import name -> distribution) that cannot be imported here ([] where
+    ``fieldrl[train]`` is installed). Looked up without importing any of them."""
+    missing = []
+    for module, distribution in needs.items():
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(distribution)
+    return missing
+
+
+def require_training_stack(command: str, needs: dict[str, str] = TRAINING_STACK) -> None:
+    """Refuse ``fieldrl COMMAND`` in one line where a package of ``needs`` is missing (an install of
+    ``fieldrl[runtime]`` runs only ``fieldrl act``)."""
+    missing = missing_training_stack(needs)
+    if missing:
+        named = missing if len(missing) <= 5 else [*missing[:4], f"{len(missing) - 4} more"]
+        raise FieldrlError(
+            f"fieldrl {command} needs packages of the training stack that are not installed "
+            f"({', '.join(named)}): pip install 'fieldrl[train]'"
+        )
+
+
+def user_errors(func: Callable[..., Any] | None = None, /, *, needs: dict[str, str] = TRAINING_STACK) -> Any:
+    """Turn fieldrl's input errors into one message and exit 2; Ctrl-C into exit 130.
+
+    :param needs: the packages the command needs (import name -> distribution; the training stack
+        unless said otherwise); where one is missing, the command is refused in one line that names
+        the install, before it imports anything.
+    """
+    if func is None:
+        return functools.partial(user_errors, needs=needs)
+    command = func.__name__.removesuffix("_command")
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            require_training_stack(command, needs)
             return func(*args, **kwargs)
         except FieldrlError as exc:
             # the message is escaped: values such as 'fieldrl[rail]' or [1, 2] are not rich markup
@@ -248,16 +332,18 @@ def run(
     resume: Annotated[
         Path | None, typer.Option("--resume", help="finish an interrupted run folder instead")
     ] = None,
+    part: PartOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Train, evaluate and report (or --resume an interrupted run)."""
     from fieldrl import api
 
     where = backend_of(jobs, backend, address)
+    parts = parse_part(part)
     if resume is not None:
-        if scenario is not None or out_dir is not None or budget is not None:
+        if scenario is not None or out_dir is not None or budget is not None or part is not None:
             raise FieldrlError(
-                "--resume RUN_DIR takes no SCENARIO, --out or --budget: the run folder holds them "
+                "--resume RUN_DIR takes no SCENARIO, --out, --budget or --part: the run folder holds them "
                 "(it finishes at the budget it was started with)"
             )
         result = api.resume(resume, where, show_progress=not quiet)
@@ -265,7 +351,9 @@ def run(
         raise FieldrlError("SCENARIO is missing: give a built-in name or YAML path, or --resume RUN_DIR")
     else:
         chosen = (budget or BudgetName.full).value
-        result = api.run(scenario, out_dir, chosen, where, show_progress=not quiet, announce=_note)
+        result = api.run(
+            scenario, out_dir, chosen, where, show_progress=not quiet, announce=_note, part=parts
+        )
     print_summary(result.summary)
     say(f"Run folder: {result.run_dir}")
     say(f"Report: {result.report}")
@@ -528,7 +616,7 @@ def replay(
 
 
 @app.command("export")
-@user_errors
+@user_errors(needs=EXPORT_STACK)
 def export_command(
     run_dir: RunDirArg,
     policy: Annotated[str, typer.Option("--policy", help="the learned policy to export (its name)")],
@@ -542,6 +630,15 @@ def export_command(
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="bundle folder to create (must not exist or be empty)")
     ] = None,
+    replay: Annotated[
+        int,
+        typer.Option(
+            "--replay",
+            min=0,
+            help="held-out episodes replayed through the bundle, KPIs compared "
+            "with the run's evaluation (0: none)",
+        ),
+    ] = 1,
 ) -> None:
     """Export a trained policy as an ONNX bundle that runs without torch or the simulator.
 
@@ -553,7 +650,7 @@ def export_command(
     """
     from fieldrl import export
 
-    result = export.export_policy(run_dir, policy, setting, seed, out_dir)
+    result = export.export_policy(run_dir, policy, setting, seed, out_dir, replay)
     check = result.card["export_check"]
     difference = (
         f"max |difference| {check['max_abs_difference']:.3g}"
@@ -565,11 +662,12 @@ def export_command(
         highlight=False,
         soft_wrap=True,
     )
+    say(export.replay_line(result.card["held_out_replay"]), highlight=False, soft_wrap=True)
     say(f"Bundle: {result.folder}  (try: fieldrl act {result.folder} < observations.jsonl)", soft_wrap=True)
 
 
 @app.command("act")
-@user_errors
+@user_errors(needs={})  # a runtime-only install (numpy, onnxruntime) runs this command alone
 def act_command(
     bundle: Annotated[Path, typer.Argument(help="a bundle folder written by `fieldrl export`")],
 ) -> None:
@@ -617,6 +715,28 @@ def compare(run_dirs: Annotated[list[Path], typer.Argument(help="evaluated run f
 
     for table in compare_tables(api.compare(run_dirs), _console().width):
         say(table)
+
+
+@app.command()
+@user_errors
+def merge(
+    run_dirs: Annotated[list[Path], typer.Argument(help="the evaluated part folders of one study")],
+    out_dir: OutOpt = None,
+    jobs: JobsOpt = 1,
+    quiet: QuietOpt = False,
+) -> None:
+    """Join the parts of a study run with --part I/K into one run folder and report.
+
+    The parts must be every part of one scenario at one budget, each evaluated. The merged folder
+    holds every training seed's models and results, the heuristics once, and a summary and report
+    made as `run` makes them (the same pairing on the same held-out seeds).
+    """
+    from fieldrl import api
+
+    result = api.merge_runs(list(run_dirs), out_dir, jobs, show_progress=not quiet)
+    print_summary(result.summary)
+    say(f"Run folder: {result.run_dir}")
+    say(f"Report: {result.report}")
 
 
 @app.command()

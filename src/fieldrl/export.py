@@ -17,7 +17,9 @@ as sb3-contrib and LSTM-TD3 do (:func:`state_tensors`).
 Before anything is written the bundle is played against the torch policy on one episode of the
 domain's own environment (a training seed, never a held-out one; a recurrent policy plays it twice in
 one stream, so the reset at the episode boundary is checked too): every action must be the same
-(discrete) or within ``1e-5`` (continuous), else the export is refused. The bundle's files (see
+(discrete) or within ``1e-5`` (continuous), else the export is refused. Where the run was evaluated,
+held-out episodes are then replayed through the bundle alone, as the evaluation played them, and their
+KPIs must be the run's (:mod:`fieldrl.bundle_replay`; ``replay``). The bundle's files (see
 docs/deploying.md) are written into a temporary folder that is renamed into place at the end, so a
 refused or failed export leaves nothing behind.
 
@@ -870,6 +872,7 @@ def _card(
     versions: dict[str, str],
     operating: dict[str, Any] | None = None,
     failures: dict[str, Any] | None = None,
+    replayed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     recurrent = entry.algorithm in RECURRENT
     return {
@@ -899,6 +902,7 @@ def _card(
         "operating_range": operating,
         "known_failures": failures,
         "export_check": check,
+        "held_out_replay": replayed,
         "not_promised": not_promised(recurrent),
         "versions": versions,
     }
@@ -1012,6 +1016,7 @@ def card_markdown(card: dict[str, Any], contract: dict[str, Any]) -> str:
     lines += [
         f"- Checked at export: {check['decisions']} decisions of {played} (training seed "
         f"{check['seed']}), bundle against the torch policy: {diff}",
+        f"- {replay_line(card.get('held_out_replay'))}",
         "",
         *_range_markdown(card.get("operating_range"), p["name"]),
         *_failures_markdown(
@@ -1027,6 +1032,14 @@ def card_markdown(card: dict[str, Any], contract: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def replay_line(replayed: dict[str, Any] | None) -> str:
+    """The card's line on the held-out replay."""
+    if replayed is None or "skipped" in replayed:
+        why = "not asked for" if replayed is None else replayed["skipped"]
+        return f"Held-out replay through the bundle: none ({why})"
+    return f"Held-out replay at export: {replayed['sentence']}; {replayed['rule']}"
 
 
 def _range_markdown(operating: dict[str, Any] | None, name: str) -> list[str]:
@@ -1162,17 +1175,17 @@ def _write_folder(out: Path, files: dict[str, bytes], fmt: str = runtime.FORMAT)
 
 
 def build_bundle(
-    domain: Any, params: Any, policy: Any, seed: int
+    domain: Any, params: Any, policy: Any, seed: int, limit: int = CHECK_DECISIONS
 ) -> tuple[bytes, dict[str, Any], dict[str, Any]]:
     """The ONNX model and ``bundle.json`` of a loaded policy (an :class:`~fieldrl.policies.learned.SB3Policy`,
-    feed-forward or recurrent), checked against it on one episode of ``seed`` (twice in one stream for a
-    recurrent policy): returns ``(onnx bytes, contract, what the check found)``; a :class:`FieldrlError`
-    if the bundle acts otherwise."""
+    feed-forward or recurrent), checked against it on (up to ``limit`` decisions of) one episode of
+    ``seed`` (twice in one stream for a recurrent policy): returns ``(onnx bytes, contract, what the check
+    found)``; a :class:`FieldrlError` if the bundle acts otherwise."""
     from gymnasium import spaces
 
     model = policy.model
     _check_spaces(model, policy.name)
-    decisions = play_one_episode(domain, params, policy, seed)
+    decisions = play_one_episode(domain, params, policy, seed, limit)
     first = decisions.masks[0] if decisions.masks else None  # every decision has a mask, or none has
     mask_size = None if first is None else int(first.shape[-1])
     data, outputs, kind = onnx_bytes(model, policy.norm, mask_size)
@@ -1182,12 +1195,72 @@ def build_bundle(
     return data, contract, check
 
 
+def untrained_policy(scenario: Any, domain: Any, params: Any, entry: Any, seed: int = 0) -> Any:
+    """Learned entry ``entry``'s policy as the scenario builds it, before any training: the model
+    :func:`~fieldrl.policies.learned.build_model` makes on one env of its training environment (the weights
+    training starts from with ``seed``), and for ``normalize_obs`` entries the statistics ``VecNormalize``
+    starts from (mean 0, variance 1, its default clip and epsilon). What :func:`check_entry` exports."""
+    import inspect
+
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from fieldrl.policies.learned import SB3Policy, build_model
+    from fieldrl.scenario_checks import training_vec_env
+
+    venv = training_vec_env(scenario, domain, params, entry)(1, seed)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # SB3's batch-size advice for this one env
+            model = build_model(entry, venv, seed=seed)
+    finally:
+        venv.close()
+    norm = None
+    if entry.normalize_obs:
+        fresh = inspect.signature(VecNormalize).parameters  # what training's VecNormalize starts from
+        norm = {
+            "mean": np.zeros(model.observation_space.shape).tolist(),
+            "var": np.ones(model.observation_space.shape).tolist(),
+            "clip_obs": float(fresh["clip_obs"].default),
+            "epsilon": float(fresh["epsilon"].default),
+        }
+    return SB3Policy(entry.label, model, norm)
+
+
+def check_entry(
+    scenario: Any, label: str, setting: str | None = None, limit: int = CHECK_DECISIONS
+) -> dict[str, Any]:
+    """Whether learned entry ``label`` of a validated ``scenario`` exports, without training it: its policy
+    is built as training starts it (:func:`untrained_policy`), traced to ONNX and checked against the torch
+    policy on (up to ``limit`` decisions of) one episode of the first training seed in ``setting``
+    (default: the first it runs in), as ``fieldrl export`` checks trained weights. Returns what the check
+    found; a :class:`FieldrlError` with the one line export refuses the entry with (:func:`refusal`), or
+    saying how the bundle acts otherwise. Nothing is written."""
+    import torch
+
+    from fieldrl.domains import get_domain
+
+    entry = next((e for e in scenario.policies.learned if e.label == label), None)
+    if entry is None:
+        raise FieldrlError(f"{label!r}: not a learned policy of {scenario.name}")
+    problem = refusal(entry, scenario.domain)
+    if problem is not None:
+        raise FieldrlError(problem)
+    setting = scenario.variants_of(entry)[0] if setting is None else setting
+    torch.set_num_threads(1)
+    domain = get_domain(scenario.domain)
+    params = domain.params_model.model_validate(scenario.policy_params(setting, label))
+    seed = scenario.seeds.train[0]
+    _, _, check = build_bundle(domain, params, untrained_policy(scenario, domain, params, entry), seed, limit)
+    return check
+
+
 def export_policy(
     run_dir: str | Path,
     policy: str,
     setting: str | None = None,
     seed: int | None = None,
     out: str | Path | None = None,
+    replay: int | None = 1,
 ) -> ExportResult:
     """Export learned policy ``policy`` of a run as a bundle folder (see the module docstring).
 
@@ -1197,6 +1270,9 @@ def export_policy(
     :param seed: the training seed; default: the scenario's first.
     :param out: the bundle folder to create (must not exist or be empty); default
         ``exports/<scenario>-<policy>[-<setting>]-seed-<k>-<time>``.
+    :param replay: held-out episodes of an evaluated run replayed through the bundle before it is written,
+        their KPIs compared with the run's (:mod:`fieldrl.bundle_replay`; the export is refused where they
+        differ); None: every one; 0: none. A run not evaluated yet is not replayed (the card says so).
     """
     from fieldrl.api import open_run
     from fieldrl.domains import get_domain
@@ -1250,6 +1326,9 @@ def export_policy(
     hashes = folder.hashes()
     loaded = build_policy(scenario, domain, params, EvalJob(setting, policy, seed), str(folder.path), hashes)
     data, contract, check = build_bundle(domain, params, loaded, seed)
+    replayed = _replay(
+        runtime.Bundle(contract, data, "the exported graph"), folder, scenario, setting, policy, seed, replay
+    )
     weights_rel = f"{model_dir(setting, policy, seed)}/{MODEL_FILE}"
     from fieldrl.policies.weights import read_record
 
@@ -1271,6 +1350,7 @@ def export_policy(
         _versions(),
         operating,
         None if failed is None else _known_failures(failed, operating, stress_failed),
+        replayed,
     )
     files = {
         ONNX_FILE: data,
@@ -1280,6 +1360,35 @@ def export_policy(
     }
     _write_folder(target, files, contract["format"])
     return ExportResult(target, contract, card)
+
+
+def _replay(
+    bundle: runtime.Bundle,
+    folder: Any,
+    scenario: Any,
+    setting: str,
+    policy: str,
+    seed: int,
+    episodes: int | None,
+) -> dict[str, Any]:
+    """The card's ``held_out_replay``: ``episodes`` held-out episodes replayed through the (not yet written)
+    bundle, their KPIs equal to the run's evaluation (:func:`fieldrl.bundle_replay.replay_held_out`), or why
+    none was replayed; a :class:`FieldrlError` where they differ."""
+    from fieldrl import bundle_replay
+
+    if episodes == 0:
+        return {"skipped": "not asked for: --replay 0"}
+    if "results.parquet" not in folder.hashes():
+        return {"skipped": "the run was not evaluated when this bundle was exported"}
+    try:
+        found = bundle_replay.replay_held_out(bundle, folder, scenario, setting, policy, seed, episodes)
+    except bundle_replay.NothingToReplay as exc:
+        return {"skipped": str(exc)}
+    if not found.ok:
+        raise FieldrlError(
+            f"export check: {found.sentence()}; nothing was written (please report this as a bug)"
+        )
+    return found.summary()
 
 
 def _check_spaces(model: Any, policy: str) -> None:
@@ -1295,3 +1404,41 @@ def _check_spaces(model: Any, policy: str) -> None:
         model.action_space, spaces.Box | spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
     ):
         raise FieldrlError(f"{policy}: action space {model.action_space} is not one export supports")
+
+
+def replay_bundle(bundle_dir: str | Path, run_dir: str | Path | None = None, episodes: int | None = 1) -> Any:
+    """Replay held-out episodes of the run a bundle was exported from through the bundle, and compare
+    their KPIs with the run's evaluation (see the module docstring).
+
+    :param bundle_dir: a bundle folder written by ``fieldrl export`` (every file checked against its
+        manifest first).
+    :param run_dir: the run folder; default: the one its model card names.
+    :param episodes: how many held-out episodes (the evaluation's first); None: every one.
+    :return: the comparison (:class:`fieldrl.bundle_replay.ReplayCheck`); ``ok``: whether the KPIs agree.
+    """
+    from fieldrl import bundle_replay
+    from fieldrl.api import open_run
+    from fieldrl.evaluation.runner import model_dir
+    from fieldrl.policies.learned import MODEL_FILE
+
+    try:
+        contract, files = runtime.read_verified(bundle_dir)
+        loaded = runtime.Bundle(contract, files[contract["model"]], str(bundle_dir))
+    except runtime.BundleError as exc:
+        raise FieldrlError(str(exc)) from None
+    if CARD_JSON not in files:
+        raise FieldrlError(f"{bundle_dir}: no {CARD_JSON}: not a bundle `fieldrl export` wrote")
+    card = json.loads(files[CARD_JSON])
+    folder, scenario, _ = open_run(run_dir if run_dir is not None else card["scenario"]["run_folder"])
+    setting, label, seed = (
+        card["scenario"]["setting"],
+        card["policy"]["name"],
+        int(card["policy"]["train_seed"]),
+    )
+    weights_rel = f"{model_dir(setting, label, seed)}/{MODEL_FILE}"
+    if folder.hashes().get(weights_rel) != card["policy"]["weights_sha256"]:
+        raise FieldrlError(
+            f"{folder.path}: not the run this bundle was exported from (its {weights_rel} is not the weights "
+            "file the model card names)"
+        )
+    return bundle_replay.replay_held_out(loaded, folder, scenario, setting, label, seed, episodes)

@@ -577,6 +577,28 @@ class Scenario(Strict):
                     entry["imitate"]["episodes"] = min(entry["imitate"]["episodes"], b.imitation_episodes)
         return Scenario.model_validate(data)
 
+    def part(self, index: int, of: int) -> Scenario:
+        """The scenario cut to part ``index`` of ``of`` of its training seeds (consecutive blocks, the
+        first parts one seed larger when they do not divide evenly): a study too long for one sitting
+        runs in parts on the same held-out seeds, and ``fieldrl merge`` joins them."""
+        seeds = list(self.seeds.train)
+        if not 1 <= of <= len(seeds):
+            raise ScenarioError(
+                "--part", "part", f"{index}/{of}", f"K from 1 to its {len(seeds)} training seed(s)"
+            )
+        if not 1 <= index <= of:
+            raise ScenarioError("--part", "part", f"{index}/{of}", f"I from 1 to {of}")
+        data = self.model_dump()
+        data["seeds"]["train"] = part_of(seeds, index, of)
+        return Scenario.model_validate(data)
+
+
+def part_of(seeds: list[int], index: int, of: int) -> list[int]:
+    """Part ``index`` (from 1) of ``of`` consecutive blocks of ``seeds``."""
+    size, extra = divmod(len(seeds), of)
+    start = (index - 1) * size + min(index - 1, extra)
+    return seeds[start : start + size + (1 if index <= extra else 0)]
+
 
 # ----------------------------------------------------------------------------- loading
 

@@ -52,10 +52,25 @@ class _Paired(_Shape):
     relative_percent: _Interval
 
 
+class _Spread(_Shape):
+    per_seed: list[float]
+    sd: _Interval
+    worst: _Interval
+
+
+class _Stability(_Shape):
+    kpi: str
+    policy: _Spread
+    baseline: _Spread
+    sd_difference: _Interval
+    worst_difference: _Interval
+
+
 class _Pair(_Shape):
     policy: str
     baseline: str
     kpis: dict[str, _Paired]
+    stability: _Stability | None = None  # written from issue 44 on
 
 
 class _Variant(_Shape):

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 
 @dataclass(frozen=True)
@@ -38,6 +37,10 @@ def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
     NaN cells (held-out seeds whose episodes all failed, or a KPI that does not apply) are
     left out; a slice with no values left (all NaN, or empty) is NaN, without a warning.
     """
+    # imported here: scipy.stats takes about a second, and readers of a finished run (a report,
+    # `fieldrl compare`) import this module without summarising anything
+    from scipy import stats as sps
+
     values = np.asarray(values, dtype=float)
     if values.size == 0:
         return np.full(np.delete(values.shape, axis), np.nan)[()]
@@ -133,6 +136,57 @@ def paired_difference(
     return {
         "difference": interval(point_l - point_b, diff_boot, confidence).as_dict(),
         "relative_percent": interval(point_rel, rel_boot, confidence).as_dict(),
+    }
+
+
+def seed_spread(
+    matrix: np.ndarray, boot: Bootstrap, confidence: float, higher_is_better: bool, stream: int = 0
+) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """How much a learned policy's result depends on its training seed: each seed's mean over the
+    held-out cases, their standard deviation and the worst seed's mean, with bootstrap CIs (training
+    seeds and held-out cases resampled as for :func:`describe`; ``stream`` as in
+    :meth:`Bootstrap.train_idx`). Also returns the bootstrap samples of the SD and the worst seed, so
+    that two policies' spreads can be compared on the same resamples.
+
+    With ten seeds the percentile interval of an SD is rough and leans low (a resample repeats seeds);
+    it says how wide the spread may be, not more.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NaN cells: failed episodes
+        per_seed = np.nanmean(matrix, axis=1)
+        ti = boot.train_idx(matrix.shape[0], stream)
+        sd_boot, worst_boot = [], []
+        for start in range(0, boot.samples, 250):
+            sl = slice(start, start + 250)
+            means = np.nanmean(matrix[ti[sl][:, :, None], boot.eval_idx[sl][:, None, :]], axis=2)
+            sd_boot.append(np.std(means, axis=1, ddof=1))
+            worst_boot.append(np.min(means, axis=1) if higher_is_better else np.max(means, axis=1))
+    sd_all, worst_all = np.concatenate(sd_boot), np.concatenate(worst_boot)
+    worst = float(np.min(per_seed) if higher_is_better else np.max(per_seed))
+    spread = {
+        "per_seed": [float(v) for v in per_seed],
+        "sd": interval(float(np.std(per_seed, ddof=1)), sd_all, confidence).as_dict(),
+        "worst": interval(worst, worst_all, confidence).as_dict(),
+    }
+    return spread, sd_all, worst_all
+
+
+def spread_difference(
+    policy: np.ndarray, baseline: np.ndarray, boot: Bootstrap, confidence: float, higher_is_better: bool
+) -> dict[str, Any]:
+    """Two learned policies' spreads across training seeds (policy minus baseline, same resampled
+    held-out cases, independent seed resamples): is one more stable than the other?"""
+    own, sd_p, worst_p = seed_spread(policy, boot, confidence, higher_is_better, stream=0)
+    other, sd_b, worst_b = seed_spread(baseline, boot, confidence, higher_is_better, stream=1)
+    return {
+        "policy": own,
+        "baseline": other,
+        "sd_difference": interval(
+            own["sd"]["value"] - other["sd"]["value"], sd_p - sd_b, confidence
+        ).as_dict(),
+        "worst_difference": interval(
+            own["worst"]["value"] - other["worst"]["value"], worst_p - worst_b, confidence
+        ).as_dict(),
     }
 
 

@@ -13,6 +13,7 @@ from fieldrl.evaluation.stats import (
     describe,
     paired_difference,
     probability_better,
+    spread_difference,
     value_matrix,
 )
 from fieldrl.scenario import Scenario
@@ -49,6 +50,7 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
         "oracles": oracles,
         "variants": {},
     }
+
     for variant in scenario.variant_names:
         boot = Bootstrap(len(eval_seeds), options.bootstrap_samples, seed=0)
         vrows = results[results["variant"] == variant]
@@ -88,19 +90,7 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
                 options.confidence,
             )
         entry["pairs"] = [
-            {
-                "policy": pair.policy,
-                "baseline": pair.baseline,
-                "kpis": {
-                    k.name: paired_difference(
-                        matrices[pair.policy][k.name],
-                        matrices[pair.baseline][k.name],
-                        boot,
-                        options.confidence,
-                    )
-                    for k in domain.kpis
-                },
-            }
+            _pair(pair, matrices, domain.kpis, primary, boot, options.confidence)
             for pair in options.comparisons
             if pair.policy in matrices and pair.baseline in matrices
         ]
@@ -118,3 +108,28 @@ def _best(names: list[str], per_policy: dict[str, Any], kpi: Any) -> str | None:
         return None
     sign = 1 if kpi.higher_is_better else -1
     return max(names, key=lambda n: sign * per_policy[n][kpi.name]["mean"]["value"])
+
+
+def _pair(
+    pair: Any,
+    matrices: dict[str, dict[str, Any]],
+    kpis: list[Any],
+    primary: Any,
+    boot: Bootstrap,
+    confidence: float,
+) -> dict[str, Any]:
+    """A requested comparison: the paired difference on every KPI and, where both sides are learned
+    on two or more training seeds, how their spread across training seeds compares (on the primary KPI)."""
+    policy, baseline = matrices[pair.policy], matrices[pair.baseline]
+    out: dict[str, Any] = {
+        "policy": pair.policy,
+        "baseline": pair.baseline,
+        "kpis": {k.name: paired_difference(policy[k.name], baseline[k.name], boot, confidence) for k in kpis},
+    }
+    p, b = policy[primary.name], baseline[primary.name]
+    if p.shape[0] >= 2 and b.shape[0] >= 2:
+        out["stability"] = {
+            "kpi": primary.name,
+            **spread_difference(p, b, boot, confidence, primary.higher_is_better),
+        }
+    return out

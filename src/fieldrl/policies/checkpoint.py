@@ -157,9 +157,11 @@ def save_checkpoint(
     timesteps: int,
     updates: int = 0,
     selection: Any = None,
+    extra_files: dict[str, bytes] | None = None,
 ) -> None:
-    """Write a complete checkpoint of ``model`` at ``timesteps`` into ``folder``."""
-    files: dict[str, bytes] = {}
+    """Write a complete checkpoint of ``model`` at ``timesteps`` into ``folder`` (with ``extra_files``:
+    state a training aid keeps, e.g. the fine-tuning pull's optimiser, as safetensors)."""
+    files: dict[str, bytes] = dict(extra_files or {})
     buffer = io.BytesIO()
     torch.save(_torch_state(model), buffer)
     files[STATE] = buffer.getvalue()
@@ -308,8 +310,10 @@ class Checkpointer(BaseCallback):
         selector: Any = None,
         train_seed: int = 0,
         resumed: bool = False,
+        extra_files: Callable[[], dict[str, bytes]] | None = None,
     ) -> None:
         super().__init__()
+        self.extra_files = extra_files
         self.folder = folder
         self.every = every
         self.venv = venv
@@ -336,6 +340,7 @@ class Checkpointer(BaseCallback):
             self.num_timesteps,
             updates=self.updates.total if self.updates is not None else 0,
             selection=self.selector.snapshot() if self.selector is not None else None,
+            extra_files=self.extra_files() if self.extra_files is not None else None,
         )
         restart_episodes(self.model, restart_seed(self.train_seed, self.num_timesteps))
 

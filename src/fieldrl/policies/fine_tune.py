@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
+from safetensors.torch import save as save_bytes
 
 #: the value side of SB3's on-policy actor-critic policies: modules named so anywhere in a parameter's
 #: path (``value_net``, ``mlp_extractor.value_net``, fieldrl's per-agent ``mlp_extractor.agents.k.value_net``)
@@ -103,36 +104,54 @@ class Schedule:
         return pull_weight(step, self.pull_weight, self.pull_fade) if self.pull_fade > 0 else 0.0
 
 
-LOG_COLUMNS = ("timesteps", "actor_scale", "pull_weight", "pull_loss", "guide_horizon", "guided_steps")
+LOG_COLUMNS = (
+    "timesteps",
+    "actor_scale",
+    "pull_weight",
+    "pull_loss",
+    "guide_horizon",
+    "guided_steps",
+    "pull_steps",
+)
+Row = tuple[int, float, float, float, int, int, int]
 
 
 @dataclass
 class FineTuneLog:
     """One row per update: env steps, the actor's scale, the pull's weight, the pull's loss (NaN: none),
-    the jump-start's horizon and the decisions the clone took in that rollout."""
+    the jump-start's horizon, the decisions the clone took in that rollout, and the optimiser steps the
+    pull took after that update (they are gradient updates too, on top of the learner's own)."""
 
-    rows: list[tuple[int, float, float, float, int, int]] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     #: called after each row (training keeps the log beside its checkpoints)
     on_row: Callable[[FineTuneLog], None] | None = None
 
-    def add(self, row: tuple[int, float, float, float, int, int]) -> None:
+    def add(self, row: Row) -> None:
         self.rows.append(row)
         if self.on_row is not None:
             self.on_row(self)
 
+    @property
+    def pull_steps(self) -> int:
+        """Every optimiser step the pull took so far."""
+        return sum(row[6] for row in self.rows)
+
     @classmethod
     def from_csv(cls, text: str, up_to: int) -> FineTuneLog:
-        """The rows of a kept log up to env step ``up_to`` (a resumed training's, to its checkpoint)."""
+        """The rows of a kept log up to env step ``up_to`` (a resumed training's, to its checkpoint).
+        A log written before the pull's steps were counted has six columns: its pull steps read 0."""
         rows = []
         for line in text.strip().splitlines()[1:]:
-            t, a, w, loss, h, n = line.split(",")
+            t, a, w, loss, h, n, *pulled = line.split(",")
             if int(t) <= up_to:
-                rows.append((int(t), float(a), float(w), float(loss), int(h), int(n)))
+                rows.append(
+                    (int(t), float(a), float(w), float(loss), int(h), int(n), int(pulled[0]) if pulled else 0)
+                )
         return cls(rows=rows)
 
     def csv_text(self) -> str:
         lines = [",".join(LOG_COLUMNS)]
-        lines += [f"{t},{a:.6g},{w:.6g},{loss!r},{h},{n}" for t, a, w, loss, h, n in self.rows]
+        lines += [f"{t},{a:.6g},{w:.6g},{loss!r},{h},{n},{m}" for t, a, w, loss, h, n, m in self.rows]
         return "\n".join(lines) + "\n"
 
 
@@ -266,10 +285,40 @@ class ClonePull:
         self.params = [p for p in params if p is not getattr(model.policy, "log_std", None)]
         self.optimizer = torch.optim.Adam(self.params, lr=0.0)
         self.masked = hasattr(model.rollout_buffer, "action_masks")
+        self.steps = 0  # optimiser steps of the last pass
+
+    def optimizer_tensors(self) -> dict[str, torch.Tensor]:
+        """The pull's Adam state as plain tensors (kept beside a checkpoint as safetensors, so a
+        resumed training pulls with the moments it had; nothing pickled)."""
+        out = {}
+        for i, p in enumerate(self.params):
+            state = self.optimizer.state.get(p)
+            if state:
+                out[f"{i}.exp_avg"] = state["exp_avg"]
+                out[f"{i}.exp_avg_sq"] = state["exp_avg_sq"]
+                out[f"{i}.step"] = torch.as_tensor(float(state["step"])).reshape(1)
+        return out
+
+    def load_optimizer_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`optimizer_tensors`; refused unless they fit these parameters."""
+        for i, p in enumerate(self.params):
+            if f"{i}.exp_avg" not in tensors:
+                continue
+            avg, avg_sq = tensors[f"{i}.exp_avg"], tensors[f"{i}.exp_avg_sq"]
+            if avg.shape != p.shape or avg_sq.shape != p.shape:
+                raise ValueError(
+                    f"parameter {i}: state of shape {tuple(avg.shape)}, parameter {tuple(p.shape)}"
+                )
+            self.optimizer.state[p] = {
+                "step": torch.tensor(float(tensors[f"{i}.step"][0])),
+                "exp_avg": avg.clone(),
+                "exp_avg_sq": avg_sq.clone(),
+            }
 
     def step(self) -> float:
         """One pass; the mean loss (NaN where the weight is 0 and nothing was done)."""
         model = self.model
+        self.steps = 0
         weight = self.weight(int(model.num_timesteps))
         if weight <= 0:
             return float("nan")
@@ -297,6 +346,7 @@ class ClonePull:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.params, float(getattr(model, "max_grad_norm", 0.5)))
             self.optimizer.step()
+            self.steps += 1
             losses.append(float(loss.detach()))
         policy.set_training_mode(False)
         return float(np.mean(losses))
@@ -316,19 +366,44 @@ def frozen_copy(policy: Any) -> Any:
     return teacher
 
 
+PULL_STATE_FILE = "pull_optimizer.safetensors"
+
+
+@dataclass
+class Installed:
+    """What :func:`install` put on a model: call it to undo; ``checkpoint_files`` is what a checkpoint
+    keeps of it (the pull's optimiser state), so a resumed training continues as the uninterrupted one."""
+
+    undo: Callable[[], None]
+    pull: ClonePull | None = None
+
+    def __call__(self) -> None:
+        self.undo()
+
+    def checkpoint_files(self) -> dict[str, bytes]:
+        if self.pull is None:
+            return {}
+        return {
+            PULL_STATE_FILE: save_bytes(
+                {k: v.contiguous().cpu() for k, v in self.pull.optimizer_tensors().items()}
+            )
+        }
+
+
 def install(
     model: Any,
     schedule: Schedule,
     teacher: Any | None,
     log: FineTuneLog,
     validations: Any = None,
-) -> Callable[[], None]:
+    pull_state: dict[str, torch.Tensor] | None = None,
+) -> Installed:
     """Apply ``schedule`` to ``model`` for its ``learn``; returns the undo.
 
     ``teacher``: the frozen clone the pull and the jump-start use (needed only with them).
     ``validations``: the training's ``ValidationSelector`` (the jump-start listens to its scores and
     reads those of a resumed training). The schedules run on the model's own step count, so a resumed
-    training continues them.
+    training continues them. ``pull_state``: the pull's optimiser state a checkpoint kept.
     """
     params, optimizer = actor_parameters(model)
 
@@ -343,6 +418,8 @@ def install(
         if not isinstance(model.observation_space, spaces.Box):
             raise ValueError(f"the pull needs Box observations, not {model.observation_space}")
         pull = ClonePull(model, teacher, schedule.pull, int(getattr(model, "batch_size", 64) or 64))
+        if pull_state:
+            pull.load_optimizer_tensors(pull_state)
     jump = None
     if schedule.guide_horizon > 0:
         if validations is None:
@@ -362,7 +439,8 @@ def install(
         guided = 0
         if jump is not None:
             guided, jump.guided = jump.guided, 0
-        log.add((step, scale(), weight, loss, jump.horizon if jump is not None else 0, guided))
+        pulled = pull.steps if pull is not None else 0
+        log.add((step, scale(), weight, loss, jump.horizon if jump is not None else 0, guided, pulled))
 
     model.train = train
 
@@ -374,4 +452,4 @@ def install(
             jump.remove()
             validations.listeners.remove(jump.on_validation)
 
-    return undo
+    return Installed(undo, pull)

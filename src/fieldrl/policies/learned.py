@@ -203,6 +203,7 @@ def train_model(
                 selector=selector,
                 train_seed=seed,
                 resumed=restored is not None,
+                extra_files=undo_fine_tune.checkpoint_files,
             )
         )
     if restored is not None:
@@ -244,7 +245,10 @@ def train_model(
     if norm is not None:
         artifacts[NORM_FILE] = json.dumps(norm).encode()
     if entry.fine_tune is not None:
-        record["fine_tune"] = fine_tune.Schedule.of(entry.fine_tune, entry.train_steps).record()
+        record["fine_tune"] = {
+            **fine_tune.Schedule.of(entry.fine_tune, entry.train_steps).record(),
+            "pull_updates": tuning_log.pull_steps,
+        }
         artifacts[FINE_TUNE_FILE] = tuning_log.csv_text().encode()
     artifacts[MODEL_FILE] = weights.policy_bytes(state_dict, record)
     venv.close()
@@ -258,13 +262,13 @@ def _install_fine_tune(
     resumed: bool,
     log: fine_tune.FineTuneLog,
     selector: ValidationSelector | None,
-) -> Callable[[], None]:
+) -> fine_tune.Installed:
     """Apply the entry's ``fine_tune`` to the model about to learn; returns the undo. The clone the pull
     and the jump-start use, and the fine-tuning log, are kept in the checkpoint folder, so that a
     resumed training continues with them."""
     spec = entry.fine_tune
     if spec is None:
-        return lambda: None
+        return fine_tune.Installed(lambda: None)
     if checkpoint_dir is not None:  # the log is kept beside the checkpoints, for a resumed training
         kept_log = checkpoint_dir / FINE_TUNE_FILE
         if resumed and kept_log.is_file():
@@ -294,8 +298,14 @@ def _install_fine_tune(
                     "delete the checkpoint folder to train this policy again from its start"
                 )
             teacher.load_state_dict(weights.read_weights(kept), strict=True)
+    pull_state = None
+    kept_pull = checkpoint_dir / fine_tune.PULL_STATE_FILE if checkpoint_dir is not None else None
+    if resumed and kept_pull is not None:
+        meta = checkpoint.read_checkpoint(checkpoint_dir)  # every listed file whole, or None
+        if meta is not None and fine_tune.PULL_STATE_FILE in meta["files"]:
+            pull_state = weights.read_weights(kept_pull)
     schedule = fine_tune.Schedule.of(spec, entry.train_steps)
-    return fine_tune.install(model, schedule, teacher, log, selector)
+    return fine_tune.install(model, schedule, teacher, log, selector, pull_state)
 
 
 def construction_problem(

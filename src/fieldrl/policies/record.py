@@ -32,6 +32,8 @@ class FineTuneSchedule(BaseModel):
     pull_fade: NonNegativeInt
     guide_horizon: NonNegativeInt = 0
     guide_stages: NonNegativeInt = 0
+    #: optimiser steps the pull took, beside the learner's own gradient updates (written from 2026-12-07)
+    pull_updates: NonNegativeInt = 0
 
 
 class TrainingRecord(BaseModel):

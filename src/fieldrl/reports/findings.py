@@ -271,3 +271,53 @@ def pair_findings(summary: dict[str, Any]) -> list[str]:
             parts.append(f"had too few held-out cases to compare ({'; '.join(verdicts['few'])})")
         lines.append(f"{pair['policy']} compared with {pair['baseline']}: it " + ", and ".join(parts) + ".")
     return lines
+
+
+def pair_setting_sentences(summary: dict[str, Any]) -> list[str]:
+    """Page 1: one sentence per setting on the scenario's requested comparisons (e.g. "does memory
+    help?"): each pair's verdict on the primary KPI, and where both sides trained on several seeds,
+    which of the two depends less on its training seed (standard deviation across seeds)."""
+    kpis = {k["name"]: k for k in summary["kpis"]}
+    primary = kpis[summary["primary_kpi"]]
+    lines = []
+    for variant, entry in summary["variants"].items():
+        parts = []
+        for pair in entry.get("pairs", []):
+            policy, baseline = pair["policy"], pair["baseline"]
+            n = cases(entry, policy, baseline)
+            if n < MIN_CASES:
+                parts.append(f"{policy} and {baseline} had too few held-out cases to compare ({n})")
+                continue
+            lv, bv = (entry["policies"][p][primary["name"]]["mean"]["value"] for p in (policy, baseline))
+            verdict, phrase = _change(
+                primary, pair["kpis"][primary["name"]], lv, bv, _scale(entry, primary["name"])
+            )
+            word = {"better": "did better than", "worse": "did worse than"}.get(
+                verdict, "could not be told apart from"
+            )
+            text = f"{policy} {word} {baseline} ({phrase})"
+            stability = pair.get("stability")
+            if stability:
+                text += _stability_clause(stability, policy, baseline)
+            parts.append(text)
+        if parts:
+            where = "" if variant == "default" else f"{variant}: "
+            lines.append(where + "; ".join(parts) + ".")
+    return lines
+
+
+def _stability_clause(stability: dict[str, Any], policy: str, baseline: str) -> str:
+    """ ", and it was steadier across its N training seeds (SD a against b, ...)" or the opposite."""
+    own, other, diff = stability["policy"], stability["baseline"], stability["sd_difference"]
+    seeds = len(own["per_seed"])
+    if diff["high"] < 0:
+        how = f"{policy} was the steadier across training seeds"
+    elif diff["low"] > 0:
+        how = f"{baseline} was the steadier across training seeds"
+    else:
+        how = "their spread across training seeds could not be told apart"
+    return (
+        f", and {how} (standard deviation of the {seeds} seeds' means {fmt(own['sd']['value'])} against "
+        f"{fmt(other['sd']['value'])}, difference 95 % CI {fmt(diff['low'])} to {fmt(diff['high'])}; "
+        f"worst seed {fmt(own['worst']['value'])} against {fmt(other['worst']['value'])})"
+    )

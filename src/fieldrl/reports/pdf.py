@@ -60,15 +60,26 @@ from fieldrl.reportkit.numbers import MIN_CASES, fmt, fmt_cell, join_words, plur
 from fieldrl.reportkit.summary import cases, failures_ended, measured_kpis, ranked
 from fieldrl.reports import front
 from fieldrl.reports.decisions import decision_pages
-from fieldrl.reports.findings import masked_for_small_samples, pair_findings, variant_findings
+from fieldrl.reports.findings import (
+    masked_for_small_samples,
+    pair_findings,
+    pair_setting_sentences,
+    variant_findings,
+)
 from fieldrl.reports.replay import replay_pages
 from fieldrl.reports.stress import front_sentence, stress_pages
 from fieldrl.scenario import Scenario, budget_name
 
+#: the curve files training writes beside each model, and their columns: written out here, since the
+#: modules that write them (``policies.learned``, ``policies.selection``) import torch and a report
+#: imports none (tests/test_light_readers.py checks the two copies agree)
+CURVE_FILE = "learning_curve.csv"
+CURVE_COLUMNS = ("timesteps", "episode_return", "episode_length")
+VALIDATION_FILE = "validation_curve.csv"
+VALIDATION_COLUMNS = ("timesteps", "updates", "cpu_seconds", "wall_seconds", "value", "best")
+
 
 def _learning_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.DataFrame:
-    from fieldrl.policies.learned import CURVE_COLUMNS, CURVE_FILE
-
     return _curves(folder, scenario, variant, CURVE_FILE, CURVE_COLUMNS)
 
 
@@ -89,10 +100,7 @@ def moved_past_start(
 
 
 def _validation_curves(folder: RunFolder, scenario: Scenario, variant: str) -> pd.DataFrame:
-    from fieldrl.policies.learned import VALIDATION_FILE
-    from fieldrl.policies.selection import CURVE_COLUMNS
-
-    return _curves(folder, scenario, variant, VALIDATION_FILE, CURVE_COLUMNS)
+    return _curves(folder, scenario, variant, VALIDATION_FILE, VALIDATION_COLUMNS)
 
 
 def _curves(
@@ -512,6 +520,8 @@ def _front_page(
     stressed = front_sentence(stress, scenario.stressed_variants[0])
     if stressed:
         story.append(ctx.para(stressed, "Finding"))
+    for line in pair_setting_sentences(summary):  # the scenario's own question, e.g. does memory help?
+        story.append(ctx.para(line, "Finding"))
     failures = summary.get("failed_episodes") or []
     if failures:
         runs = len(scenario.policies.heuristics) + len(scenario.policies.learned) * len(scenario.seeds.train)
@@ -626,7 +636,9 @@ def _trained_text(records: list[dict[str, Any]]) -> str:
         return "no model found"
     steps = _span([r.get("num_timesteps", 0) for r in records])
     updates = _span([r.get("gradient_updates", 0) for r in records])
-    return f"{steps} env steps, {updates} gradient updates ({len(records)} model(s))"
+    pulled = [(r.get("fine_tune") or {}).get("pull_updates", 0) for r in records]
+    pull = f" + {_span(pulled)} steps of the pull toward the clone" if any(pulled) else ""
+    return f"{steps} env steps, {updates} gradient updates{pull} ({len(records)} model(s))"
 
 
 def _moved_past_text(ctx: ReportContext, entry: Any, curves: list[pd.DataFrame]) -> str:
