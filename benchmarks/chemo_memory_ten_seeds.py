@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fieldrl.api import open_run, summary_of
 from fieldrl.domains import get_domain
-from fieldrl.evaluation.stats import Bootstrap, describe, paired_difference, value_matrix
+from fieldrl.evaluation.stats import Bootstrap, describe, paired_difference, spread_difference, value_matrix
 
 OUT = Path(__file__).parent / "results" / "chemo_memory_ten_seeds.json"
 RULE = "tumour feedback"
@@ -74,7 +74,15 @@ def main(run_dir: str) -> None:
                     "recurrent": pair["policy"],
                     "feed_forward": pair["baseline"],
                     "difference": {k: v["difference"] for k, v in pair["kpis"].items()},
-                    "stability": pair.get("stability"),
+                    # computed here from the results (as summarize does), so a summary written before
+                    # fieldrl kept the spread is read the same way
+                    "stability": spread_difference(
+                        matrix(pair["policy"], "return"),
+                        matrix(pair["baseline"], "return"),
+                        boot,
+                        options.confidence,
+                        higher_is_better=True,
+                    ),
                     "recurrent_minus_rule": against_rule["policy"],
                     "feed_forward_minus_rule": against_rule["baseline"],
                 }
