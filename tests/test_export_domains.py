@@ -21,6 +21,7 @@ import yaml
 
 from fieldrl import api, export
 from fieldrl.bundle_replay import RTOL
+from fieldrl.domains import get_domain
 from fieldrl.errors import FieldrlError
 from fieldrl.export import replay_bundle
 from fieldrl.scenario import builtin_scenarios, load_scenario
@@ -48,6 +49,17 @@ def test_every_learned_entry_of_a_builtin_scenario_exports_at_demo_budget_or_is_
                 with pytest.raises(FieldrlError) as raised:
                     export.check_entry(scenario, entry.label, setting, ENTRY_DECISIONS)
                 assert str(raised.value) == refused, where
+                continue
+            domain = get_domain(scenario.domain)
+            params = domain.params_model.model_validate(scenario.policy_params(setting, entry.label))
+            safeguard = domain.environment_safeguard(params)
+            if (
+                safeguard is not None
+            ):  # the environment's own safeguard (the UAV rectifier) is not in a bundle
+                with pytest.raises(FieldrlError) as raised:
+                    export.check_entry(scenario, entry.label, setting, ENTRY_DECISIONS)
+                assert safeguard in str(raised.value) and "\n" not in str(raised.value), where
+                assert str(raised.value) == export.safeguard_refusal(entry, domain, params, setting), where
                 continue
             check = export.check_entry(scenario, entry.label, setting, ENTRY_DECISIONS)
             assert 1 <= check["decisions"] <= ENTRY_DECISIONS, (where, check)
@@ -116,10 +128,11 @@ TINY_RUNS: dict[str, tuple[dict[str, Any], str]] = {
         },
         "PPO",
     ),
-    # discrete, a row per UAV agent, the full pipeline (SOCP, rectifier, LP) after the network; 10 slots
+    # discrete, a row per UAV agent, the pipeline (SOCP, LP) after the network; 10 slots. Without the
+    # rectifier: a policy evaluated behind it is refused (the bundle does not hold it)
     "uav": (
         {
-            "params": {"n_uavs": 2, "n_vehicles": 10, "load": 2.0, "episode_slots": 10},
+            "params": {"n_uavs": 2, "n_vehicles": 10, "load": 2.0, "episode_slots": 10, "rectifier": "none"},
             "policies": {
                 "heuristics": [{"use": "all-local"}],
                 "learned": [_ppo("independent-ppo", "PPO", agents=2)],

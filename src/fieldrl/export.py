@@ -83,6 +83,20 @@ class ExportResult:
     card: dict[str, Any]
 
 
+def safeguard_refusal(entry: Any, domain: Any, params: Any, setting: str) -> str | None:
+    """Why ``entry`` cannot be exported from ``setting``: the domain's environment evaluated it behind a
+    safeguard of its own (:meth:`~fieldrl.domains.base.Domain.environment_safeguard`), which a bundle
+    does not hold; None where it did not."""
+    safeguard = domain.environment_safeguard(params)
+    if safeguard is None:
+        return None
+    where = "" if setting == "default" else f" in setting {setting}"
+    return (
+        f"{entry.label} was evaluated{where} behind {safeguard}; exporting it without it is refused: the "
+        "bundle would not be the policy that was tested (a setting without that safeguard exports)"
+    )
+
+
 def refusal(entry: Any, domain_name: str) -> str | None:
     """Why learned entry ``entry`` cannot be exported as a bundle, in one line; None where it can."""
     label = entry.label
@@ -1249,6 +1263,9 @@ def check_entry(
     torch.set_num_threads(1)
     domain = get_domain(scenario.domain)
     params = domain.params_model.model_validate(scenario.policy_params(setting, label))
+    problem = safeguard_refusal(entry, domain, params, setting)
+    if problem is not None:
+        raise FieldrlError(problem)
     seed = scenario.seeds.train[0]
     _, _, check = build_bundle(domain, params, untrained_policy(scenario, domain, params, entry), seed, limit)
     return check
@@ -1323,6 +1340,9 @@ def export_policy(
     torch.set_num_threads(1)
     domain = get_domain(scenario.domain)
     params = domain.params_model.model_validate(scenario.policy_params(setting, policy))
+    problem = safeguard_refusal(entry, domain, params, setting)
+    if problem is not None:
+        raise FieldrlError(problem)
     hashes = folder.hashes()
     loaded = build_policy(scenario, domain, params, EvalJob(setting, policy, seed), str(folder.path), hashes)
     data, contract, check = build_bundle(domain, params, loaded, seed)

@@ -475,6 +475,13 @@ class Domain(ABC, Generic[P]):
         """
         return None
 
+    def environment_safeguard(self, params: P) -> str | None:
+        """The safeguard this domain's environment itself puts between a learned action and the world
+        under ``params`` (a repair or a veto the policy was evaluated behind, e.g. the UAV pipeline's
+        rectifier), in words; None where the action is taken as the policy gives it. A bundle holds the
+        network alone, so ``fieldrl export`` refuses a policy evaluated behind one."""
+        return None
+
     def shielded_policy(self, label: str, learned: Policy, shield: Policy, patience: int) -> Policy:
         """``learned`` acting through the runtime shield ``shield`` (one of :attr:`shield_heuristics`)."""
         raise NotImplementedError(f"the {self.name} domain has no runtime shield")

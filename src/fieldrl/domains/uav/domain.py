@@ -73,6 +73,16 @@ class UavDomain(ParallelDomain[UavParams]):
         """The KPIs and the per-slot positions of this many UAVs and vehicles (for the report's map)."""
         return info_keys(params)
 
+    def environment_safeguard(self, params: UavParams) -> str | None:
+        """The pipeline's rule rectifier repairs the allocation (failed tasks moved, shares re-split) before
+        it is executed; without the pipeline, or with ``rectifier: none``, the policy's action is taken."""
+        if params.pipeline and params.rectifier != "none":
+            return (
+                "the UAV pipeline's rule rectifier (it moves failed tasks and re-splits bandwidth and CPU "
+                "before the allocation is executed)"
+            )
+        return None
+
     # -- decision differences (words in :mod:`fieldrl.domains.uav.decisions`)
     def ask_problem(self, use: str, params: UavParams) -> str | None:
         if use == "pipeline-fixed" and not params.pipeline:
