@@ -365,7 +365,6 @@ def evaluate(
     the user is sure of.
     """
     folder, scenario, meta = open_run(run_dir)
-    domain = get_domain(scenario.domain)
     every = runner.eval_jobs(scenario)
     recorded = folder.hashes()
     if not resume:
@@ -387,20 +386,9 @@ def evaluate(
         if validation_rel in hashes:
             score = json.loads(folder.verified_path(validation_rel, hashes[validation_rel]).read_text())
             validation.setdefault(job.variant, {})[job.policy] = score["value"]
-    results = pd.concat(frames, ignore_index=True)
-    results = results.sort_values(
-        ["variant", "policy", "train_seed", "eval_seed", "episode", "metric"], kind="stable"
-    ).reset_index(drop=True)
-    summary = summarize(results, scenario, domain, meta.get("budget", "full"))
-    summary["failed_episodes"] = failures
-    summary["validation"] = {"heuristics": validation, "learned": _training_records(folder, scenario, trust)}
-    written = ["results.parquet", "summary.json"]
-    folder.write_parquet("results.parquet", results, record=False)
-    if traces:
-        folder.write_parquet("traces.parquet", pd.concat(traces, ignore_index=True), record=False)
-        written.append("traces.parquet")
-    folder.write_json("summary.json", summary, record=False)
-    folder.record(*written)
+    results, summary = _write_results(
+        folder, scenario, meta.get("budget", "full"), frames, traces, failures, validation, trust
+    )
     _forget_partials(folder)
     if not resume:  # what was made from the previous results goes only once the new ones are written
         _forget_stress(folder)
@@ -408,6 +396,39 @@ def evaluate(
         _forget_decisions(folder)
     _record_decisions(folder, scenario, summary, jobs, show_progress, trust)
     return results
+
+
+def _write_results(
+    folder: RunFolder,
+    scenario: Scenario,
+    budget: str,
+    frames: list[pd.DataFrame],
+    traces: list[pd.DataFrame],
+    failures: list[Any],
+    heuristic_scores: dict[str, Any],
+    trust: bool = False,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """``results.parquet``, ``traces.parquet`` and ``summary.json`` from the evaluation's result frames:
+    the tidy table in its order, summarised with its failures, the heuristics' validation scores and
+    each model's training record; returns the table and the summary."""
+    results = pd.concat(frames, ignore_index=True)
+    results = results.sort_values(
+        ["variant", "policy", "train_seed", "eval_seed", "episode", "metric"], kind="stable"
+    ).reset_index(drop=True)
+    summary = summarize(results, scenario, get_domain(scenario.domain), budget)
+    summary["failed_episodes"] = failures
+    summary["validation"] = {
+        "heuristics": heuristic_scores,
+        "learned": _training_records(folder, scenario, trust),
+    }
+    written = ["results.parquet", "summary.json"]
+    folder.write_parquet("results.parquet", results, record=False)
+    if traces:
+        folder.write_parquet("traces.parquet", pd.concat(traces, ignore_index=True), record=False)
+        written.append("traces.parquet")
+    folder.write_json("summary.json", summary, record=False)
+    folder.record(*written)
+    return results, summary
 
 
 def _record_decisions(
@@ -680,18 +701,10 @@ def merge_runs(
                     )
                     copied.append(rel)
         folder.record(*copied)
-        results, traces, failures, heuristic_scores = _merged_results(opened)
-        domain = get_domain(full.domain)
-        summary = summarize(results, full, domain, meta["budget"])
-        summary["failed_episodes"] = failures
-        summary["validation"] = {"heuristics": heuristic_scores, "learned": _training_records(folder, full)}
-        written = ["results.parquet", "summary.json"]
-        folder.write_parquet("results.parquet", results, record=False)
-        if traces is not None:
-            folder.write_parquet("traces.parquet", traces, record=False)
-            written.append("traces.parquet")
-        folder.write_json("summary.json", summary, record=False)
-        folder.record(*written)
+        frames, traces, failures, heuristic_scores = _merged_results(opened)
+        results, summary = _write_results(
+            folder, full, meta["budget"], frames, traces, failures, heuristic_scores
+        )
         _record_decisions(folder, full, summary, jobs, show_progress, trust=False)
         if full.stress is not None:
             stress(folder.path, jobs=jobs, show_progress=show_progress)
@@ -745,12 +758,13 @@ def _merged_scenario(names: list[str], opened: list[tuple[RunFolder, Scenario, d
 
 def _merged_results(
     opened: list[tuple[RunFolder, Scenario, dict[str, Any]]],
-) -> tuple[pd.DataFrame, pd.DataFrame | None, list[Any], dict[str, Any]]:
-    """Every part's learned results and the heuristics' once: ``(results, traces, failures, the
-    heuristics' validation scores)``; refused if the parts' heuristics disagree (they are the same
+) -> tuple[list[pd.DataFrame], list[pd.DataFrame], list[Any], dict[str, Any]]:
+    """Every part's learned results and the heuristics' once: ``(result frames, trace frames, failures,
+    the heuristics' validation scores)``; refused if the parts' heuristics disagree (they are the same
     rules on the same seeds, so they must not)."""
     heuristic_names = {e.label for e in opened[0][1].policies.heuristics}
     frames, traces, failures = [], [], []
+    heuristic_scores: dict[str, Any] = {}
     reference: pd.DataFrame | None = None
     for index, (folder, scenario, _) in enumerate(opened):
         results = folder.read_parquet("results.parquet", "evaluate it first")
@@ -760,6 +774,7 @@ def _merged_results(
         if reference is None:
             reference = heuristics
             frames.append(results)
+            heuristic_scores = (summary.get("validation") or {}).get("heuristics", {})
         else:
             if not heuristics.equals(reference):
                 raise FieldrlError(
@@ -776,14 +791,7 @@ def _merged_results(
             for f in summary.get("failed_episodes", [])
             if index == 0 or f.get("policy") not in heuristic_names
         ]
-    results = pd.concat(frames, ignore_index=True).sort_values(
-        ["variant", "policy", "train_seed", "eval_seed", "episode", "metric"], kind="stable"
-    )
-    merged_traces = pd.concat(traces, ignore_index=True) if traces else None
-    heuristic_scores = (
-        read_summary(opened[0][0], opened[0][1], get_domain(opened[0][1].domain)).get("validation") or {}
-    ).get("heuristics", {})
-    return results.reset_index(drop=True), merged_traces, failures, heuristic_scores
+    return frames, traces, failures, heuristic_scores
 
 
 @_holding_run_folder

@@ -97,6 +97,19 @@ def safeguard_refusal(entry: Any, domain: Any, params: Any, setting: str) -> str
     )
 
 
+def _exportable_params(scenario: Any, entry: Any, setting: str) -> tuple[Any, Any]:
+    """``(domain, params)`` of ``entry`` in ``setting``; refused in one line where the domain's
+    environment evaluated it behind a safeguard of its own (:func:`safeguard_refusal`)."""
+    from fieldrl.domains import get_domain
+
+    domain = get_domain(scenario.domain)
+    params = domain.params_model.model_validate(scenario.policy_params(setting, entry.label))
+    problem = safeguard_refusal(entry, domain, params, setting)
+    if problem is not None:
+        raise FieldrlError(problem)
+    return domain, params
+
+
 def refusal(entry: Any, domain_name: str) -> str | None:
     """Why learned entry ``entry`` cannot be exported as a bundle, in one line; None where it can."""
     label = entry.label
@@ -1251,8 +1264,6 @@ def check_entry(
     saying how the bundle acts otherwise. Nothing is written."""
     import torch
 
-    from fieldrl.domains import get_domain
-
     entry = next((e for e in scenario.policies.learned if e.label == label), None)
     if entry is None:
         raise FieldrlError(f"{label!r}: not a learned policy of {scenario.name}")
@@ -1261,11 +1272,7 @@ def check_entry(
         raise FieldrlError(problem)
     setting = scenario.variants_of(entry)[0] if setting is None else setting
     torch.set_num_threads(1)
-    domain = get_domain(scenario.domain)
-    params = domain.params_model.model_validate(scenario.policy_params(setting, label))
-    problem = safeguard_refusal(entry, domain, params, setting)
-    if problem is not None:
-        raise FieldrlError(problem)
+    domain, params = _exportable_params(scenario, entry, setting)
     seed = scenario.seeds.train[0]
     _, _, check = build_bundle(domain, params, untrained_policy(scenario, domain, params, entry), seed, limit)
     return check
@@ -1292,7 +1299,6 @@ def export_policy(
         differ); None: every one; 0: none. A run not evaluated yet is not replayed (the card says so).
     """
     from fieldrl.api import open_run
-    from fieldrl.domains import get_domain
     from fieldrl.evaluation.runner import EvalJob, build_policy, model_dir
     from fieldrl.evaluation.store import new_output_folder
     from fieldrl.policies.learned import MODEL_FILE
@@ -1338,11 +1344,7 @@ def export_policy(
     import torch
 
     torch.set_num_threads(1)
-    domain = get_domain(scenario.domain)
-    params = domain.params_model.model_validate(scenario.policy_params(setting, policy))
-    problem = safeguard_refusal(entry, domain, params, setting)
-    if problem is not None:
-        raise FieldrlError(problem)
+    domain, params = _exportable_params(scenario, entry, setting)
     hashes = folder.hashes()
     loaded = build_policy(scenario, domain, params, EvalJob(setting, policy, seed), str(folder.path), hashes)
     data, contract, check = build_bundle(domain, params, loaded, seed)
