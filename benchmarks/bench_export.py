@@ -83,7 +83,7 @@ def _policy(ref: str, label: str, setting: str) -> tuple[Any, Any, SB3Policy, di
     venv = domain.make_train_vec_env(params, 1, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = build_model(entry, venv, seed=0)
+        model = build_model(entry.training_spec(), venv, seed=0)
     venv.close()
     shape = model.observation_space.shape
     norm = None

@@ -87,7 +87,7 @@ def training_curve(scenario: Any, domain: Any, params: Any, entry: Any, steps: i
     with tempfile.TemporaryDirectory() as tmp:
         artifacts = train_model(
             training_vec_env(scenario, domain, params, trained),
-            trained,
+            trained.training_spec(),
             seed,
             Path(tmp),
             validation=validation,

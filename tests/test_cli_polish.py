@@ -293,12 +293,12 @@ def test_loading_a_model_for_evaluation_prints_no_sb3_batch_size_advice(tmp_path
         algorithm="ppo", train_steps=64, n_envs=4, hyperparameters={"n_steps": 64, "batch_size": 128}
     )
     venv = make(4, 0)
-    model = build_model(entry, venv)
+    model = build_model(entry.training_spec(), venv)
     venv.close()
     (tmp_path / "w.safetensors").write_bytes(policy_bytes(model.policy.state_dict(), {}))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # any warning fails the test
-        policy = load_policy("PPO", entry, make, tmp_path / "w.safetensors", None)
+        policy = load_policy("PPO", entry.training_spec(), make, tmp_path / "w.safetensors", None)
     assert policy.model.n_steps == 64
 
 

@@ -316,7 +316,7 @@ def scrambled(
     venv = domain.make_train_vec_env(params, 1, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = build_model(entry, venv, seed=0)
+        model = build_model(entry.training_spec(), venv, seed=0)
     venv.close()
     noise = torch.Generator().manual_seed(1)
     with torch.no_grad():

@@ -88,7 +88,9 @@ def test_weights_file_records_the_steps_and_updates_the_model_made(
     entry = LearnedEntry(
         algorithm=algorithm, train_steps=steps, n_envs=n_envs, hyperparameters=hyperparameters
     )
-    artifacts = train_model(lambda n, s: domain.make_train_vec_env(params, n, s), entry, 0, tmp_path)
+    artifacts = train_model(
+        lambda n, s: domain.make_train_vec_env(params, n, s), entry.training_spec(), 0, tmp_path
+    )
     (tmp_path / MODEL_FILE).write_bytes(artifacts[MODEL_FILE])
     record = read_record(tmp_path / MODEL_FILE)
     assert record["num_timesteps"] == steps

@@ -50,3 +50,20 @@ def test_the_layers_check_fails_on_imports_that_go_up(tmp_path: Path) -> None:
     assert run.returncode != 0, run.stdout + run.stderr
     assert "upside down BROKEN" in run.stdout
     assert "fieldrl.cli -> fieldrl.api" in run.stdout  # the face imports the API: upward once reversed
+
+
+def test_policies_take_a_training_spec_not_a_scenario_entry() -> None:
+    """The contract above sees imports only: a function of ``fieldrl.policies`` handed the scenario's
+    learned entry (``entry: Any``) and reading its attributes would depend on the scenario unseen.
+    Training reads a :class:`~fieldrl.policies.spec.TrainingSpec` instead; no parameter is an entry."""
+    import ast
+
+    handed = []
+    for path in sorted((ROOT / "src/fieldrl/policies").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = node.args
+                for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+                    if "entry" in arg.arg.lower():
+                        handed.append(f"{path.relative_to(ROOT)}: {node.name}({arg.arg})")
+    assert handed == []

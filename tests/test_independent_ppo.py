@@ -114,12 +114,12 @@ def test_train_save_load_round_trip_gives_identical_actions(tmp_path):
 @pytest.mark.needs("uav")
 def test_spine_trains_saves_and_loads_it_like_any_learned_policy(tmp_path):
     entry = LearnedEntry(algorithm="independent-ppo", train_steps=64, n_envs=1, hyperparameters=FAST)
-    artifacts = train_model(partial(DOMAIN.make_train_vec_env, MARL), entry, 0, tmp_path)
+    artifacts = train_model(partial(DOMAIN.make_train_vec_env, MARL), entry.training_spec(), 0, tmp_path)
     for name, data in artifacts.items():
         (tmp_path / name).write_bytes(data)
     make = partial(DOMAIN.make_train_vec_env, MARL)
-    first = load_policy("PPO", entry, make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
-    again = load_policy("PPO", entry, make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
+    first = load_policy("PPO", entry.training_spec(), make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
+    again = load_policy("PPO", entry.training_spec(), make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
     assert first.model.policy.n_agents == 2
     obs = _lockstep_obs()
     actions = first.act(obs, np.ones(3, dtype=bool))
@@ -139,7 +139,10 @@ def test_uav_scenarios_train_the_marl_baseline_with_independent_learners():
         params = DOMAIN.params_model.model_validate(scenario.variant_params(marl[0]))
         for entry in scenario.policies.learned:  # every entry that runs in the MARL setting builds there
             if entry.runs_in(marl[0]):
-                assert construction_problem(partial(DOMAIN.make_train_vec_env, params), entry) is None
+                assert (
+                    construction_problem(partial(DOMAIN.make_train_vec_env, params), entry.training_spec())
+                    is None
+                )
         assert any(e.runs_in(marl[0]) for e in scenario.policies.learned)
     assert "marl" in load_scenario("uav/quick").with_budget("demo").variant_names
 

@@ -207,11 +207,13 @@ def test_trains_through_fieldrl_and_evaluates_with_per_episode_windows(tmp_path)
             "action_noise": {"type": "normal", "sigma": 0.2},
         },
     )
-    artifacts = train_model(lambda n, s: MEMORY.make_train_vec_env(params, n, s), entry, 0, tmp_path)
+    artifacts = train_model(
+        lambda n, s: MEMORY.make_train_vec_env(params, n, s), entry.training_spec(), 0, tmp_path
+    )
     for name, data in artifacts.items():
         (tmp_path / name).write_bytes(data)
     make = lambda n, s: MEMORY.make_train_vec_env(params, n, s)  # noqa: E731
-    policy = load_policy("LSTM-TD3", entry, make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
+    policy = load_policy("LSTM-TD3", entry.training_spec(), make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
     assert policy.recurrent
     kpis, _ = run_episodes(MEMORY, params, policy, [5, 6, 7])
     assert kpis["success"].shape == (3,)

@@ -132,11 +132,13 @@ def held_out_success(algorithm: str, tmp_path) -> float:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # Monitor inside VecMonitor
-        artifacts = train_model(lambda n, s: DOMAIN.make_train_vec_env(params, n, s), entry, 0, tmp_path)
+        artifacts = train_model(
+            lambda n, s: DOMAIN.make_train_vec_env(params, n, s), entry.training_spec(), 0, tmp_path
+        )
     for name, data in artifacts.items():
         (tmp_path / name).write_bytes(data)
     make = lambda n, s: DOMAIN.make_train_vec_env(params, n, s)  # noqa: E731
-    policy = load_policy(algorithm, entry, make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
+    policy = load_policy(algorithm, entry.training_spec(), make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
     kpis, _ = run_episodes(DOMAIN, params, policy, HELD_OUT)
     return float(kpis["success"].mean())
 

@@ -70,7 +70,11 @@ def _tiny_training(tmp_path: Path, ckpt: Path) -> dict[str, bytes]:
         hyperparameters={"learning_starts": 50, "batch_size": 16, "policy_kwargs": {"net_arch": [16]}},
     )
     return train_model(
-        lambda n, s: domain.make_train_vec_env(params, n, s), entry, 0, tmp_path / "out", checkpoint_dir=ckpt
+        lambda n, s: domain.make_train_vec_env(params, n, s),
+        entry.training_spec(),
+        0,
+        tmp_path / "out",
+        checkpoint_dir=ckpt,
     )
 
 

@@ -55,11 +55,13 @@ def test_recurrent_ppo_trains_saves_loads_and_evaluates_with_lstm_state(tmp_path
         n_envs=2,
         hyperparameters={"n_steps": 64, "batch_size": 64, "n_epochs": 1},
     )
-    artifacts = train_model(lambda n, s: domain.make_train_vec_env(params, n, s), entry, 0, tmp_path)
+    artifacts = train_model(
+        lambda n, s: domain.make_train_vec_env(params, n, s), entry.training_spec(), 0, tmp_path
+    )
     for name, data in artifacts.items():
         (tmp_path / name).write_bytes(data)
     make = lambda n, s: domain.make_train_vec_env(params, n, s)  # noqa: E731
-    policy = load_policy("LSTM", entry, make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
+    policy = load_policy("LSTM", entry.training_spec(), make, tmp_path / MODEL_FILE, tmp_path / NORM_FILE)
     assert policy.recurrent
     kpis, _ = run_episodes(domain, params, policy, [5, 6, 7])
     assert kpis["return"].shape == (3,)

@@ -81,4 +81,7 @@ def test_sampled_configurations_build_in_sb3(algorithm):
         trial = study.ask(search_space(algorithm, 4))
         hp, n_envs = to_hyperparameters(algorithm, trial.params, 20_000, 1)
         entry = LearnedEntry(algorithm=algorithm, train_steps=20_000, n_envs=n_envs, hyperparameters=hp)
-        assert construction_problem(lambda n, s: domain.make_train_vec_env(params, n, s), entry) is None
+        assert (
+            construction_problem(lambda n, s: domain.make_train_vec_env(params, n, s), entry.training_spec())
+            is None
+        )

@@ -55,7 +55,11 @@ def test_the_weights_kept_are_those_of_the_best_validation_score(tmp_path):
 
     validation = Validation(every=128, score=score, higher_is_better=True, kpi="return")
     artifacts = train_model(
-        lambda n, s: domain.make_train_vec_env(params, n, s), entry, 0, tmp_path, validation=validation
+        lambda n, s: domain.make_train_vec_env(params, n, s),
+        entry.training_spec(),
+        0,
+        tmp_path,
+        validation=validation,
     )
     curve = pd.read_csv(io.BytesIO(artifacts[VALIDATION_FILE]))
     assert curve["timesteps"].tolist() == [0, 128, 256, 384, 512]
@@ -110,7 +114,7 @@ def test_selection_continues_across_an_interruption_from_the_checkpoint(tmp_path
         validation = Validation(every=128, score=score, higher_is_better=True, kpi="return")
         return train_model(
             lambda n, s: domain.make_train_vec_env(params, n, s),
-            entry,
+            entry.training_spec(),
             0,
             tmp_path / "out",
             checkpoint_dir=tmp_path / "ckpt",

@@ -1238,7 +1238,7 @@ def untrained_policy(scenario: Any, domain: Any, params: Any, entry: Any, seed: 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # SB3's batch-size advice for this one env
-            model = build_model(entry, venv, seed=seed)
+            model = build_model(entry.training_spec(), venv, seed=seed)
     finally:
         venv.close()
     norm = None

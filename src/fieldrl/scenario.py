@@ -39,6 +39,7 @@ from fieldrl.limits import (
     load_yaml,
 )
 from fieldrl.names import check_name, slug_clash
+from fieldrl.policies.spec import FineTuneSchedule, TrainingSpec, WarmStart
 from fieldrl.reportkit.numbers import fmt
 
 BUDGET_NAMES = ("demo", "medium", "full")
@@ -171,15 +172,18 @@ class FineTune(Strict):
         None, description="the clone drives the first decisions of each training episode (needs imitate)"
     )
 
-    @property
-    def needs_clone(self) -> bool:
-        """The pull and the jump-start use the clone as it was cloned (kept for a resumed training)."""
-        return self.pull is not None or self.jump_start is not None
-
     def steps(self, train_steps: int) -> tuple[int, int, int]:
         """``(warm-up, ramp, fade)`` in env steps for a training of ``train_steps``."""
         fade = self.pull.fade if self.pull is not None else 0.0
         return tuple(int(round(share * train_steps)) for share in (self.critic_warmup, self.actor_ramp, fade))
+
+    def schedule(self, train_steps: int) -> FineTuneSchedule:
+        """The section in env steps, as training runs it, for a training of ``train_steps``."""
+        warmup, ramp, fade = self.steps(train_steps)
+        weight = self.pull.weight if self.pull is not None else 0.0
+        jump = self.jump_start
+        horizon, stages = (jump.horizon, jump.stages) if jump is not None else (0, 1)
+        return FineTuneSchedule(warmup, ramp, float(weight), fade, horizon, stages)
 
 
 class Shield(Strict):
@@ -311,6 +315,28 @@ class LearnedEntry(Strict):
     @property
     def validation_interval(self) -> int:
         return self.validate_every or max(1, self.train_steps // 10)
+
+    def training_spec(self) -> TrainingSpec:
+        """What :mod:`fieldrl.policies.learned` trains, saves and loads: this entry with its defaults
+        filled in and ``fine_tune``'s shares of ``train_steps`` in env steps. (The residual's heuristic,
+        the warm start's demonstrations and the validation seeds are the caller's: they need the
+        scenario and the domain.)"""
+        imitate = self.imitate
+        return TrainingSpec(
+            algorithm=self.algorithm,
+            label=self.label,
+            policy=self.policy,
+            hyperparameters=dict(self.hyperparameters),
+            train_steps=self.train_steps,
+            n_envs=self.n_envs,
+            normalize_obs=self.normalize_obs,
+            normalize_reward=self.normalize_reward,
+            checkpoint_interval=self.checkpoint_interval,
+            imitate=None
+            if imitate is None
+            else WarmStart(imitate.epochs, imitate.max_decisions, imitate.learning_rate),
+            fine_tune=None if self.fine_tune is None else self.fine_tune.schedule(self.train_steps),
+        )
 
 
 class Policies(Strict):
@@ -1132,16 +1158,21 @@ def _check_fine_tune(scenario: Scenario, entry: LearnedEntry, source: str, where
 
 
 def _construction_problem(
-    scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry, budgets: dict[str, Any]
+    scenario: Scenario, domain: Any, params: Any, entry: LearnedEntry, budgets: dict[str, LearnedEntry]
 ) -> tuple[str | None, Any, str] | None:
     """Build the entry's model on a one-env copy of its training env (see ``construction_problem``)."""
     from fieldrl.policies.learned import construction_problem
     from fieldrl.scenario_checks import training_vec_env
 
-    return construction_problem(training_vec_env(scenario, domain, params, entry), entry, budgets)
+    specs = {budget: applied.training_spec() for budget, applied in budgets.items()}
+    return construction_problem(
+        training_vec_env(scenario, domain, params, entry), entry.training_spec(), specs
+    )
 
 
-def _budget_problem(entry: LearnedEntry, budgets: dict[str, Any]) -> tuple[str | None, Any, str] | None:
+def _budget_problem(
+    entry: LearnedEntry, budgets: dict[str, LearnedEntry]
+) -> tuple[str | None, Any, str] | None:
     """The budget checks without building anything: one env per parallel env (a multi-agent env's
     agent slots, which only building it tells, can only make a rollout longer)."""
     from fieldrl.policies.feasibility import training_problem

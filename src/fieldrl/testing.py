@@ -421,7 +421,7 @@ def _untrained(scenario: Scenario, domain: Domain[Any], params: BaseModel, entry
     torch.set_num_threads(1)
     venv = training_vec_env(scenario, domain, params, entry)(1, 0)
     try:
-        model = build_model(entry, venv, seed=0)
+        model = build_model(entry.training_spec(), venv, seed=0)
         venv.reset()
         venv.action_space.seed(0)
         for _ in range(DETERMINISM_STEPS):

@@ -464,7 +464,7 @@ def run_train_job(scenario_data: dict[str, Any], run_dir: str, job: TrainJob, ev
     events.put(("start", job.key, entry.train_steps))
     artifacts = train_model(
         training_vec_env(scenario, domain, params, entry),
-        entry,
+        entry.training_spec(),
         job.seed,
         folder.inside(rel),
         tensorboard_dir=folder.inside(f"tensorboard/{slug(job.variant)}"),
@@ -539,7 +539,7 @@ def build_policy(
     load = partial(
         load_policy,
         entry.label,
-        entry,
+        entry.training_spec(),
         training_vec_env(scenario, domain, params, entry),
         wrap=evaluation_wrapper(scenario, domain, params, entry),
     )
@@ -592,9 +592,11 @@ def check_learned_models(
         key = (job.variant, job.policy)
         if key not in models:
             scenario, domain, params = _context(scenario_data, job.variant, job.policy)
-            venv = training_vec_env(scenario, domain, params, entry_of(scenario, job.policy))(1, 0)
+            entry = entry_of(scenario, job.policy)
+            assert isinstance(entry, LearnedEntry)
+            venv = training_vec_env(scenario, domain, params, entry)(1, 0)
             try:
-                models[key] = build_model(entry_of(scenario, job.policy), venv, seed=0)
+                models[key] = build_model(entry.training_spec(), venv, seed=0)
             finally:
                 venv.close()
         weights.load_into(models[key], weights.read_weights(model_path), str(model_path))

@@ -729,7 +729,7 @@ def run_trial(
         with tempfile.TemporaryDirectory(prefix="fieldrl-trial-") as tmp:
             artifacts = train_model(
                 training_vec_env(scenario, domain, params, entry),
-                entry,
+                entry.training_spec(),
                 job.seed,
                 Path(tmp),
                 report=lambda done: events.put(("update", job.key, done)),

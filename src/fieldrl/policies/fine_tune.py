@@ -38,6 +38,8 @@ import torch
 from gymnasium import spaces
 from safetensors.torch import save as save_bytes
 
+from fieldrl.policies.spec import FineTuneSchedule
+
 #: the value side of SB3's on-policy actor-critic policies: modules named so anywhere in a parameter's
 #: path (``value_net``, ``mlp_extractor.value_net``, fieldrl's per-agent ``mlp_extractor.agents.k.value_net``)
 #: or at its root (a recurrent policy's ``lstm_critic`` and ``critic``)
@@ -66,42 +68,8 @@ def pull_weight(step: int, weight: float, fade_steps: int) -> float:
     return float(weight * max(0.0, 1.0 - step / fade_steps))
 
 
-@dataclass(frozen=True)
-class Schedule:
-    """A ``fine_tune`` section in env steps: critic warm-up, actor ramp, the pull's weight and fade."""
-
-    warmup: int = 0
-    ramp: int = 0
-    pull_weight: float = 0.0
-    pull_fade: int = 0
-    guide_horizon: int = 0
-    guide_stages: int = 1
-
-    @classmethod
-    def of(cls, spec: Any, train_steps: int) -> Schedule:
-        """A scenario's ``fine_tune`` section for a training of ``train_steps``."""
-        warmup, ramp, fade = spec.steps(train_steps)
-        weight = spec.pull.weight if spec.pull is not None else 0.0
-        jump = spec.jump_start
-        horizon, stages = (jump.horizon, jump.stages) if jump is not None else (0, 1)
-        return cls(warmup, ramp, float(weight), fade, horizon, stages)
-
-    def record(self) -> dict[str, Any]:
-        """What the weights file's training record keeps of it (``policies.record.FineTuneSchedule``)."""
-        return {
-            "critic_warmup": self.warmup,
-            "actor_ramp": self.ramp,
-            "pull_weight": self.pull_weight,
-            "pull_fade": self.pull_fade,
-            "guide_horizon": self.guide_horizon,
-            "guide_stages": self.guide_stages if self.guide_horizon else 0,
-        }
-
-    def actor_scale(self, step: int) -> float:
-        return actor_scale(step, self.warmup, self.ramp)
-
-    def pull(self, step: int) -> float:
-        return pull_weight(step, self.pull_weight, self.pull_fade) if self.pull_fade > 0 else 0.0
+#: a ``fine_tune`` section in env steps (defined with the training spec, which carries it)
+Schedule = FineTuneSchedule
 
 
 LOG_COLUMNS = (
@@ -408,7 +376,10 @@ def install(
     params, optimizer = actor_parameters(model)
 
     def scale() -> float:
-        return schedule.actor_scale(int(model.num_timesteps))
+        return actor_scale(int(model.num_timesteps), schedule.warmup, schedule.ramp)
+
+    def pull_at(step: int) -> float:  # used only with a pull, whose fade is more than 0 steps
+        return pull_weight(step, schedule.pull_weight, schedule.pull_fade)
 
     scaler = ActorStepScale(params, optimizer, scale) if schedule.warmup or schedule.ramp else None
     if (schedule.pull_fade > 0 or schedule.guide_horizon > 0) and teacher is None:
@@ -417,7 +388,7 @@ def install(
     if schedule.pull_fade > 0:
         if not isinstance(model.observation_space, spaces.Box):
             raise ValueError(f"the pull needs Box observations, not {model.observation_space}")
-        pull = ClonePull(model, teacher, schedule.pull, int(getattr(model, "batch_size", 64) or 64))
+        pull = ClonePull(model, teacher, pull_at, int(getattr(model, "batch_size", 64) or 64))
         if pull_state:
             pull.load_optimizer_tensors(pull_state)
     jump = None
@@ -435,7 +406,7 @@ def install(
         loss = float("nan")
         if pull is not None and scale() > 0:  # no actor move of any kind in the critic's warm-up
             loss = pull.step()
-        weight = schedule.pull(step) if pull is not None else 0.0
+        weight = pull_at(step) if pull is not None else 0.0
         guided = 0
         if jump is not None:
             guided, jump.guided = jump.guided, 0

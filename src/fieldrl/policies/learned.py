@@ -1,8 +1,8 @@
-"""Train Stable-Baselines3 models for a scenario entry, save them, and load them back
-as :class:`~fieldrl.policies.base.Policy` objects.
+"""Train Stable-Baselines3 models for a :class:`~fieldrl.policies.spec.TrainingSpec`, save them, and
+load them back as :class:`~fieldrl.policies.base.Policy` objects.
 
 Nothing a run folder holds is unpickled: weights are safetensors files loaded into a model
-rebuilt from the scenario (:mod:`~fieldrl.policies.weights`), observation normalisation
+rebuilt from the training spec (:mod:`~fieldrl.policies.weights`), observation normalisation
 statistics are plain numbers (JSON), not a pickled ``VecNormalize``.
 """
 
@@ -14,6 +14,7 @@ import io
 import json
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from fieldrl.policies import checkpoint, fine_tune, memory_guard, weights
 from fieldrl.policies.base import Policy
 from fieldrl.policies.registry import ALGORITHMS, algorithm_parameters, build_kwargs
 from fieldrl.policies.selection import SelectionState, Validation, ValidationSelector, norm_stats
+from fieldrl.policies.spec import TrainingSpec, WarmStart
 from fieldrl.policies.weights import UpdateCounter
 
 MODEL_FILE = "policy.safetensors"
@@ -82,17 +84,19 @@ class ProgressReporter(BaseCallback):
         return True
 
 
-def build_model(entry: Any, venv: Any, seed: int | None = 0, tensorboard_log: str | None = None) -> Any:
-    """A new, untrained model of ``entry`` on ``venv`` (the scenario's algorithm and settings)."""
-    kwargs = build_kwargs(entry.hyperparameters, _action_dim(venv.action_space))
-    return ALGORITHMS[entry.algorithm](
-        entry.policy, venv, seed=seed, verbose=0, device="cpu", tensorboard_log=tensorboard_log, **kwargs
+def build_model(
+    spec: TrainingSpec, venv: Any, seed: int | None = 0, tensorboard_log: str | None = None
+) -> Any:
+    """A new, untrained model of ``spec`` on ``venv`` (its algorithm, policy class and hyperparameters)."""
+    kwargs = build_kwargs(spec.hyperparameters, _action_dim(venv.action_space))
+    return ALGORITHMS[spec.algorithm](
+        spec.policy, venv, seed=seed, verbose=0, device="cpu", tensorboard_log=tensorboard_log, **kwargs
     )
 
 
 def train_model(
     make_vec_env: Callable[[int, int], Any],
-    entry: Any,
+    spec: TrainingSpec,
     seed: int,
     out_dir: Path,
     tensorboard_dir: Path | None = None,
@@ -104,170 +108,293 @@ def train_model(
 ) -> dict[str, bytes]:
     """Train one model and return its artifacts as ``{file name: bytes}`` (caller writes them).
 
+    The steps, each a function below (as SB3's ``learn`` is ``_setup_learn``, then collection and
+    training): the training env (:func:`_training_env`); the model, restored from a checkpoint
+    (:func:`_resume`) or new and warm-started (:func:`_new_model`, :func:`_warm_start`); fine-tuning
+    (:func:`_install_fine_tune`) and the callbacks (:func:`_callbacks`); learning (:func:`_learn`);
+    the weights kept, the best on validation or the last (:func:`_kept_weights`); the artifacts
+    (:func:`_artifacts`).
+
     :param make_vec_env: ``(n_envs, seed) -> VecEnv`` (residual entries: already wrapped).
-    :param entry: the scenario's ``LearnedEntry``.
+    :param spec: what to train (the scenario's ``LearnedEntry.training_spec()``).
     :param seed: training seed (network init, exploration, environment stream).
     :param out_dir: folder the model belongs in.
     :param tensorboard_dir: where SB3 writes TensorBoard logs, if anywhere.
     :param report: progress callback receiving env steps done.
-    :param checkpoint_dir: where to save a checkpoint every ``entry.checkpoint_interval`` steps;
+    :param checkpoint_dir: where to save a checkpoint every ``spec.checkpoint_interval`` steps;
         if it holds a valid checkpoint, training continues from it instead of starting over.
-    :param demonstrations: ``gamma -> Demonstrations`` of the heuristic named in ``entry.imitate``;
-        the new model is behaviour-cloned on them before RL training (not when resuming).
+    :param demonstrations: ``gamma -> Demonstrations`` of the heuristic the scenario's ``imitate``
+        names; with ``spec.imitate``, a new model is behaviour-cloned on them before RL training
+        (not a resumed one).
     :param validation: evaluate on the validation seeds every ``validation.every`` steps and keep
         the best weights (:mod:`~fieldrl.policies.selection`); None: the final weights are kept.
     :param prepare: called on a newly built model before anything else (e.g. residual zeroing).
     """
     torch.set_num_threads(1)
-    venv = VecMonitor(make_vec_env(entry.n_envs, seed))
-    kwargs = build_kwargs(entry.hyperparameters, _action_dim(venv.action_space))
-    normalized = entry.normalize_obs or entry.normalize_reward
-    if normalized:
-        venv = VecNormalize(
-            venv,
-            norm_obs=entry.normalize_obs,
-            norm_reward=entry.normalize_reward,
-            gamma=float(kwargs.get("gamma", 0.99)),
-        )
+    venv = _training_env(make_vec_env, spec, seed)
     tb_log = str(tensorboard_dir) if tensorboard_dir else None
-    curve = LearningCurve()
-    meta = checkpoint.read_checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
-    imitation_stats: bytes | None = None
-    selection_state: SelectionState | None = None
-    done_updates = 0
-    restored = None
-    if meta is not None:
-        assert checkpoint_dir is not None
-        restored = checkpoint.restore_or_none(
-            checkpoint_dir, meta, lambda: build_model(entry, venv, seed, tb_log), venv
-        )
-        meta = meta if restored is not None else None
-    if restored is not None:
-        assert checkpoint_dir is not None and meta is not None
-        model, state = restored
-        curve.rows = [tuple(r) for r in state["curve"]]
-        done_updates = int(state.get("updates", 0))
-        if "selection" in state:
-            selection_state = SelectionState.from_json(state["selection"], state["best_weights"])
-        done = int(meta["timesteps"])
-        kept = checkpoint_dir / IMITATION_FILE
-        imitation_stats = read_regular(kept) if kept.exists() else None
-    else:
-        model = build_model(entry, venv, seed, tb_log)
-        if prepare is not None:
-            prepare(model)
-        done = 0
-        if demonstrations is not None and entry.imitate is not None:
-            from fieldrl.policies import imitation
-
-            demos = demonstrations(float(kwargs.get("gamma", 0.99)))
-            kept_demos = demos.sample(entry.imitate.max_decisions, seed)
-            cloned = imitation.clone(
-                model,
-                venv,
-                kept_demos,
-                entry.imitate.epochs,
-                learning_rate=entry.imitate.learning_rate,
-                seed=seed,
+    start = _resume(spec, venv, seed, tb_log, checkpoint_dir)
+    if start is None:
+        start = _new_model(spec, venv, seed, tb_log, prepare)
+        if demonstrations is not None and spec.imitate is not None:
+            start.imitation_stats = _warm_start(
+                start.model, venv, spec, spec.imitate, seed, demonstrations, checkpoint_dir
             )
-            cloned["episodes"] = float(demos.episodes)
-            cloned["decisions_seen"] = float(len(demos))
-            imitation_stats = json.dumps(cloned, indent=1).encode()
-            if checkpoint_dir is not None:  # kept for a resumed run's artifacts
-                checkpoint_dir.mkdir(parents=True, exist_ok=True)
-                (checkpoint_dir / IMITATION_FILE).write_bytes(imitation_stats)
-                if entry.fine_tune is not None and entry.fine_tune.needs_clone:
-                    clone_bytes = weights.policy_bytes(model.policy.state_dict(), {"clone": True})
-                    (checkpoint_dir / CLONE_FILE).write_bytes(clone_bytes)
-    updates = UpdateCounter(model, start=done_updates)
-    callbacks: list[BaseCallback] = [curve]
+    updates = UpdateCounter(start.model, start=start.updates)
     selector = None
     if validation is not None:
-        selector = ValidationSelector(validation, venv, lambda: updates.total, selection_state)
-        callbacks.append(selector)
+        selector = ValidationSelector(validation, venv, lambda: updates.total, start.selection)
     tuning_log = fine_tune.FineTuneLog()
     undo_fine_tune = _install_fine_tune(
-        model, entry, checkpoint_dir, restored is not None, tuning_log, selector
+        start.model, spec, checkpoint_dir, start.resumed, tuning_log, selector
     )
+    callbacks = _callbacks(
+        spec, venv, seed, start, updates, selector, report, checkpoint_dir, undo_fine_tune.checkpoint_files
+    )
+    _learn(start, spec, seed, callbacks, tb_log)
+    undo_fine_tune()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    kept = _kept_weights(start.model, venv, spec, selector, validation)
+    artifacts = _artifacts(spec, start, updates, kept, tuning_log)
+    venv.close()
+    return artifacts
+
+
+@dataclass
+class _Start:
+    """Where a training starts: a new model (perhaps warm-started) or one restored from a checkpoint,
+    with what the restored training had done so far."""
+
+    model: Any
+    curve: LearningCurve = field(default_factory=LearningCurve)
+    #: env steps and gradient updates already made
+    done: int = 0
+    updates: int = 0
+    selection: SelectionState | None = None
+    #: the warm start's statistics (``imitation.json``), if there was one
+    imitation_stats: bytes | None = None
+    resumed: bool = False
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """The weights a training keeps: the best on validation, or the last."""
+
+    state_dict: dict[str, Any]
+    norm: dict[str, Any] | None
+    #: the validation checkpoint chosen (the record's ``selected``), None: the last weights
+    selected: dict[str, Any] | None = None
+    validation_csv: str | None = None
+
+
+def _gamma(spec: TrainingSpec, venv: Any) -> float:
+    """The discount the algorithm trains with (reward normalisation and demonstrations' returns use it)."""
+    return float(build_kwargs(spec.hyperparameters, _action_dim(venv.action_space)).get("gamma", 0.99))
+
+
+def _training_env(make_vec_env: Callable[[int, int], Any], spec: TrainingSpec, seed: int) -> Any:
+    """``spec.n_envs`` training envs, episodes recorded (``VecMonitor``), normalised where ``spec`` asks."""
+    venv = VecMonitor(make_vec_env(spec.n_envs, seed))
+    if spec.normalized:
+        venv = VecNormalize(
+            venv,
+            norm_obs=spec.normalize_obs,
+            norm_reward=spec.normalize_reward,
+            gamma=_gamma(spec, venv),
+        )
+    return venv
+
+
+def _resume(
+    spec: TrainingSpec, venv: Any, seed: int, tb_log: str | None, checkpoint_dir: Path | None
+) -> _Start | None:
+    """The training kept in ``checkpoint_dir``, restored into a rebuilt model; None: start anew (no
+    folder, no checkpoint, or files that are not what fieldrl writes)."""
+    meta = checkpoint.read_checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
+    if meta is None:
+        return None
+    assert checkpoint_dir is not None
+    restored = checkpoint.restore_or_none(
+        checkpoint_dir, meta, lambda: build_model(spec, venv, seed, tb_log), venv
+    )
+    if restored is None:
+        return None
+    model, state = restored
+    curve = LearningCurve()
+    curve.rows = [tuple(r) for r in state["curve"]]
+    selection = None
+    if "selection" in state:
+        selection = SelectionState.from_json(state["selection"], state["best_weights"])
+    kept = checkpoint_dir / IMITATION_FILE
+    return _Start(
+        model,
+        curve,
+        done=int(meta["timesteps"]),
+        updates=int(state.get("updates", 0)),
+        selection=selection,
+        imitation_stats=read_regular(kept) if kept.exists() else None,
+        resumed=True,
+    )
+
+
+def _new_model(
+    spec: TrainingSpec, venv: Any, seed: int, tb_log: str | None, prepare: Callable[[Any], None] | None
+) -> _Start:
+    """A new model of ``spec``, prepared (a residual's correction zeroed, ...)."""
+    model = build_model(spec, venv, seed, tb_log)
+    if prepare is not None:
+        prepare(model)
+    return _Start(model)
+
+
+def _warm_start(
+    model: Any,
+    venv: Any,
+    spec: TrainingSpec,
+    imitate: WarmStart,
+    seed: int,
+    demonstrations: Callable[[float], Any],
+    checkpoint_dir: Path | None,
+) -> bytes:
+    """Behaviour-clone ``model`` on the demonstrations; returns the cloning's statistics (``imitation.json``).
+
+    With a checkpoint folder, the statistics are kept there for a resumed run's artifacts, and so is
+    the clone itself where fine-tuning's pull or jump-start needs it.
+    """
+    from fieldrl.policies import imitation
+
+    demos = demonstrations(_gamma(spec, venv))
+    kept_demos = demos.sample(imitate.max_decisions, seed)
+    cloned = imitation.clone(
+        model, venv, kept_demos, imitate.epochs, learning_rate=imitate.learning_rate, seed=seed
+    )
+    cloned["episodes"] = float(demos.episodes)
+    cloned["decisions_seen"] = float(len(demos))
+    stats = json.dumps(cloned, indent=1).encode()
+    if checkpoint_dir is not None:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        (checkpoint_dir / IMITATION_FILE).write_bytes(stats)
+        if spec.fine_tune is not None and spec.fine_tune.needs_clone:
+            clone_bytes = weights.policy_bytes(model.policy.state_dict(), {"clone": True})
+            (checkpoint_dir / CLONE_FILE).write_bytes(clone_bytes)
+    return stats
+
+
+def _callbacks(
+    spec: TrainingSpec,
+    venv: Any,
+    seed: int,
+    start: _Start,
+    updates: UpdateCounter,
+    selector: ValidationSelector | None,
+    report: Callable[[int], None] | None,
+    checkpoint_dir: Path | None,
+    extra_files: Callable[[], dict[str, bytes]] | None,
+) -> list[BaseCallback]:
+    """What runs beside learning: the learning curve, validation, progress, checkpoints (in that order)."""
+    callbacks: list[BaseCallback] = [start.curve]
+    if selector is not None:
+        callbacks.append(selector)
     if report is not None:
-        callbacks.append(ProgressReporter(entry.train_steps, report))
+        callbacks.append(ProgressReporter(spec.train_steps, report))
     if checkpoint_dir is not None:
         callbacks.append(
             checkpoint.Checkpointer(
                 checkpoint_dir,
-                entry.checkpoint_interval,
+                spec.checkpoint_interval,
                 venv,
-                curve,
-                start=done,
+                start.curve,
+                start=start.done,
                 updates=updates,
                 selector=selector,
                 train_seed=seed,
-                resumed=restored is not None,
-                extra_files=undo_fine_tune.checkpoint_files,
+                resumed=start.resumed,
+                extra_files=extra_files,
             )
         )
-    if restored is not None:
+    return callbacks
+
+
+def _learn(
+    start: _Start, spec: TrainingSpec, seed: int, callbacks: list[BaseCallback], tb_log: str | None
+) -> None:
+    """SB3's ``learn`` for the steps ``spec.train_steps`` leaves after ``start``."""
+    model = start.model
+    if start.resumed:
         # Not None, so SB3's _setup_learn keeps its hands off the envs: the Checkpointer starts
         # the episodes the uninterrupted run started at this checkpoint (same seed, same statistics).
         model._last_obs = np.zeros(0)
     if tb_log is None:  # SB3's default logger would leave an empty SB3-<date> folder in /tmp
         model.set_logger(Logger(folder=None, output_formats=[]))
     model.learn(
-        total_timesteps=max(entry.train_steps - done, 0),
+        total_timesteps=max(spec.train_steps - start.done, 0),
         callback=CallbackList(callbacks),
-        tb_log_name=f"{entry.label}-seed{seed}",
-        reset_num_timesteps=meta is None,
+        tb_log_name=f"{spec.label}-seed{seed}",
+        reset_num_timesteps=not start.resumed,
         progress_bar=False,
     )
-    undo_fine_tune()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    record: dict[str, Any] = {
-        "algorithm": entry.algorithm,
-        "num_timesteps": int(model.num_timesteps),
-        "gradient_updates": int(updates.total),
-        "selected": None,
-    }
-    state_dict = model.policy.state_dict()
-    norm = norm_stats(venv) if entry.normalize_obs else None
-    artifacts = {CURVE_FILE: curve.csv_text().encode()}
+
+
+def _kept_weights(
+    model: Any,
+    venv: Any,
+    spec: TrainingSpec,
+    selector: ValidationSelector | None,
+    validation: Validation | None,
+) -> _Kept:
+    """The best weights on validation (and the observation statistics they were scored with), or
+    the final ones when nothing was validated."""
     if selector is not None and selector.state.best_weights is not None:
         chosen = selector.state
-        state_dict, norm = chosen.best_weights, chosen.best_norm if entry.normalize_obs else None
-        record["selected"] = {
+        selected = {
             "timesteps": chosen.best_step,
             "gradient_updates": chosen.best_updates,
             "value": chosen.best_value,
             "kpi": validation.kpi if validation is not None else "",
         }
-        artifacts[VALIDATION_FILE] = chosen.curve_csv().encode()
-    if imitation_stats is not None:
-        artifacts[IMITATION_FILE] = imitation_stats
-    if norm is not None:
-        artifacts[NORM_FILE] = json.dumps(norm).encode()
-    if entry.fine_tune is not None:
-        record["fine_tune"] = {
-            **fine_tune.Schedule.of(entry.fine_tune, entry.train_steps).record(),
-            "pull_updates": tuning_log.pull_steps,
-        }
+        norm = chosen.best_norm if spec.normalize_obs else None
+        return _Kept(chosen.best_weights, norm, selected, chosen.curve_csv())
+    return _Kept(model.policy.state_dict(), norm_stats(venv) if spec.normalize_obs else None)
+
+
+def _artifacts(
+    spec: TrainingSpec, start: _Start, updates: UpdateCounter, kept: _Kept, tuning_log: fine_tune.FineTuneLog
+) -> dict[str, bytes]:
+    """``{file name: bytes}`` of a finished training: its curves, warm start, statistics, fine-tuning
+    log and the weights kept, whose header records what training did (:mod:`~fieldrl.policies.record`)."""
+    record: dict[str, Any] = {
+        "algorithm": spec.algorithm,
+        "num_timesteps": int(start.model.num_timesteps),
+        "gradient_updates": int(updates.total),
+        "selected": kept.selected,
+    }
+    artifacts = {CURVE_FILE: start.curve.csv_text().encode()}
+    if kept.validation_csv is not None:
+        artifacts[VALIDATION_FILE] = kept.validation_csv.encode()
+    if start.imitation_stats is not None:
+        artifacts[IMITATION_FILE] = start.imitation_stats
+    if kept.norm is not None:
+        artifacts[NORM_FILE] = json.dumps(kept.norm).encode()
+    if spec.fine_tune is not None:
+        record["fine_tune"] = {**spec.fine_tune.record(), "pull_updates": tuning_log.pull_steps}
         artifacts[FINE_TUNE_FILE] = tuning_log.csv_text().encode()
-    artifacts[MODEL_FILE] = weights.policy_bytes(state_dict, record)
-    venv.close()
+    artifacts[MODEL_FILE] = weights.policy_bytes(kept.state_dict, record)
     return artifacts
 
 
 def _install_fine_tune(
     model: Any,
-    entry: Any,
+    spec: TrainingSpec,
     checkpoint_dir: Path | None,
     resumed: bool,
     log: fine_tune.FineTuneLog,
     selector: ValidationSelector | None,
 ) -> fine_tune.Installed:
-    """Apply the entry's ``fine_tune`` to the model about to learn; returns the undo. The clone the pull
+    """Apply ``spec.fine_tune`` to the model about to learn; returns the undo. The clone the pull
     and the jump-start use, and the fine-tuning log, are kept in the checkpoint folder, so that a
     resumed training continues with them."""
-    spec = entry.fine_tune
-    if spec is None:
+    schedule = spec.fine_tune
+    if schedule is None:
         return fine_tune.Installed(lambda: None)
     if checkpoint_dir is not None:  # the log is kept beside the checkpoints, for a resumed training
         kept_log = checkpoint_dir / FINE_TUNE_FILE
@@ -288,7 +415,7 @@ def _install_fine_tune(
 
         log.on_row = keep
     teacher = None
-    if spec.needs_clone:
+    if schedule.needs_clone:
         teacher = fine_tune.frozen_copy(model.policy)
         kept = checkpoint_dir / CLONE_FILE if checkpoint_dir is not None else None
         if resumed:
@@ -304,12 +431,13 @@ def _install_fine_tune(
         meta = checkpoint.read_checkpoint(checkpoint_dir)  # every listed file whole, or None
         if meta is not None and fine_tune.PULL_STATE_FILE in meta["files"]:
             pull_state = weights.read_weights(kept_pull)
-    schedule = fine_tune.Schedule.of(spec, entry.train_steps)
     return fine_tune.install(model, schedule, teacher, log, selector, pull_state)
 
 
 def construction_problem(
-    make_vec_env: Callable[[int, int], Any], entry: Any, budgets: dict[str, Any] | None = None
+    make_vec_env: Callable[[int, int], Any],
+    spec: TrainingSpec,
+    budgets: dict[str, TrainingSpec] | None = None,
 ) -> tuple[str | None, Any, str] | None:
     """Build (but don't train) the model on a one-env copy of the environment.
 
@@ -317,7 +445,7 @@ def construction_problem(
     does not fit the action space, an unknown policy class, bad hyperparameter values,
     a buffer or network that would not fit in memory (:mod:`~fieldrl.policies.memory_guard`),
     and (:mod:`~fieldrl.policies.feasibility`) a budget under which it could not learn: ``budgets``
-    maps a budget name to the entry as that budget runs it.
+    maps a budget name to the training as that budget runs it.
     Returns ``(hyperparameter or None, value, the problem in words)``, or None.
     """
     from fieldrl.policies.feasibility import training_problem
@@ -325,16 +453,16 @@ def construction_problem(
     torch.set_num_threads(1)
     venv = make_vec_env(1, 0)
     try:
-        kwargs = build_kwargs(entry.hyperparameters, _action_dim(venv.action_space))
-        too_big = memory_guard.buffer_problem(venv, entry.n_envs, kwargs)
+        kwargs = build_kwargs(spec.hyperparameters, _action_dim(venv.action_space))
+        too_big = memory_guard.buffer_problem(venv, spec.n_envs, kwargs)
         if too_big:
             return too_big
-        if "buffer_size" in algorithm_parameters(entry.algorithm):
+        if "buffer_size" in algorithm_parameters(spec.algorithm):
             kwargs.setdefault("buffer_size", 1)  # don't allocate a million-transition buffer to check
         with warnings.catch_warnings(), memory_guard.address_space_capped():
             warnings.simplefilter("ignore")  # e.g. batch-size advice that only holds for n_envs=1
-            ALGORITHMS[entry.algorithm](entry.policy, venv, verbose=0, device="cpu", **kwargs)
-        for budget, applied in (budgets or {"full": entry}).items():
+            ALGORITHMS[spec.algorithm](spec.policy, venv, verbose=0, device="cpu", **kwargs)
+        for budget, applied in (budgets or {"full": spec}).items():
             problem = training_problem(
                 applied.algorithm, applied.hyperparameters, applied.n_envs, venv.num_envs, applied.train_steps
             )
@@ -346,7 +474,7 @@ def construction_problem(
         if isinstance(exc, MemoryError) or "alloc" in text.lower():
             detail = text.partition("DefaultCPUAllocator: ")[2] or text  # drop torch's C++ assert
             text = f"needs more memory than half of what this machine has free ({detail})"
-        return None, None, f"{entry.algorithm} cannot be built with these settings: {text}"
+        return None, None, f"{spec.algorithm} cannot be built with these settings: {text}"
     finally:
         venv.close()
     return None
@@ -442,13 +570,13 @@ class SB3Policy(Policy):
 
 def load_policy(
     name: str,
-    entry: Any,
+    spec: TrainingSpec,
     make_vec_env: Callable[[int, int], Any],
     weights_path: Path,
     norm_path: Path | None,
     wrap: Callable[[Any], Any] | None = None,
 ) -> Any:
-    """Rebuild ``entry``'s model on one env of ``make_vec_env`` and load its weights file into it.
+    """Rebuild ``spec``'s model on one env of ``make_vec_env`` and load its weights file into it.
 
     Nothing in the files is executed: the weights are tensors, the statistics JSON (see
     :mod:`~fieldrl.policies.weights`). ``wrap`` turns the loaded SB3 policy into the policy that
@@ -460,7 +588,7 @@ def load_policy(
         with warnings.catch_warnings():
             # SB3's batch-size advice is about training on this one env; the model only predicts here
             warnings.simplefilter("ignore", UserWarning)
-            model = build_model(entry, venv, seed=0)
+            model = build_model(spec, venv, seed=0)
     finally:
         venv.close()
     weights.load_into(model, weights.read_weights(weights_path), str(weights_path))
