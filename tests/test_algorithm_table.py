@@ -59,6 +59,8 @@ def test_the_lists_are_derived_from_the_table_in_its_order():
         "tqc",
     )
     assert algorithms.PULLABLE == ("ppo", "maskable-ppo", "independent-ppo", "a2c")
+    assert algorithms.EXPORTABLE == algorithms.NAMES  # every network has a graph (QR-DQN's: quantile-q)
+    assert {r.export for r in TABLE} <= set(algorithms.EXPORT_GRAPHS)
     assert {r.name for r in TABLE if r.policy == "on"} == search_spaces.ON_POLICY
     assert {r.name for r in TABLE if r.policy == "off"} == estimates.OFF_POLICY
     assert estimates.RECURRENT_COST == {"recurrent-ppo": 10.0, "lstm-td3": 2.0}
@@ -281,3 +283,19 @@ def test_qr_dqn_trains_and_is_evaluated_on_a_discrete_domain(tmp_path: Path):
     results = api.evaluate(folder, show_progress=False)
     returns = results[(results["policy"] == "QR-DQN") & (results["metric"] == "return")]["value"]
     assert len(returns) == 2 and returns.notna().all()
+
+
+def test_export_refuses_what_the_table_gives_no_graph_in_one_line(monkeypatch):
+    """A row without ``export`` is refused before anything is built, with the table's list."""
+    import dataclasses
+
+    from fieldrl import export
+    from fieldrl.scenario import LearnedEntry
+
+    entry = LearnedEntry(algorithm="qr-dqn", name="QR", train_steps=100)
+    assert export.refusal(entry, "taxiway") is None
+    without = dataclasses.replace(algorithms.BY_NAME["qr-dqn"], export=None)
+    monkeypatch.setitem(algorithms.BY_NAME, "qr-dqn", without)
+    text = export.refusal(entry, "taxiway")
+    assert text is not None and "\n" not in text
+    assert text.startswith("QR (qr-dqn): export has no graph for its policy network; export supports ppo, ")

@@ -341,6 +341,14 @@ def scrambled(
         pytest.param("chemo", CHEMO_PARAMS, "td3", {}, "continuous", id="chemo-td3"),
         pytest.param("chemo", CHEMO_PARAMS, "ppo", {"use_sde": True}, "continuous", id="chemo-ppo-gsde"),
         pytest.param("taxiway", TAXIWAY_PARAMS, "dqn", {}, "discrete", id="taxiway-dqn"),
+        pytest.param(
+            "taxiway",
+            TAXIWAY_PARAMS,
+            "qr-dqn",
+            {"buffer_size": 1000, "policy_kwargs": {"n_quantiles": 10}},
+            "discrete",
+            id="taxiway-qr-dqn",
+        ),
         pytest.param("wealth", {}, "ppo", {}, "multi-discrete", id="wealth-ppo-multi-discrete"),
         pytest.param("uav", UAV_MARL, "independent-ppo", {}, "discrete", id="uav-independent-ppo"),
     ],
@@ -348,7 +356,11 @@ def scrambled(
 def test_each_supported_algorithm_exports_to_the_same_actions(
     domain_name, params_data, algorithm, hyper, kind
 ):
+    from fieldrl.policies.algorithms import BY_NAME
+
     domain, params, policy = scrambled(domain_name, params_data, algorithm, hyper)
+    # the graph written is the one the algorithm table names for the row
+    assert export._graph_module()(policy.model.policy, None, False).kind == BY_NAME[algorithm].export
     _, contract, check = export.build_bundle(domain, params, policy, seed=3)
     assert contract["action"]["kind"] == kind and contract["mask"] is None
     print(f"\n{domain_name} {algorithm}: {check}")

@@ -44,30 +44,13 @@ import numpy as np
 from fieldrl import runtime
 from fieldrl.errors import FieldrlError
 from fieldrl.names import slug
+from fieldrl.policies.algorithms import BY_NAME, EXPORTABLE, RECURRENT
 
 #: ONNX operator set of the exported graph (onnxruntime >= 1.17 runs it)
 OPSET = 17
 ONNX_FILE = "policy.onnx"
 CARD_MD = "model-card.md"
 CARD_JSON = "model-card.json"
-#: algorithms whose deterministic action is a feed-forward function of one observation
-SUPPORTED = (
-    "ppo",
-    "a2c",
-    "trpo",
-    "maskable-ppo",
-    "vd-maskable-ppo",
-    "independent-ppo",
-    "dqn",
-    "sac",
-    "tqc",
-    "td3",
-    "ddpg",
-    "recurrent-ppo",
-    "lstm-td3",
-)
-#: algorithms whose action depends on a state carried from decision to decision (exported with it)
-RECURRENT = ("recurrent-ppo", "lstm-td3")
 #: decisions of the self-check episode compared at most
 CHECK_DECISIONS = 500
 #: largest difference allowed between the bundle's and the torch policy's continuous actions
@@ -125,8 +108,11 @@ def refusal(entry: Any, domain_name: str) -> str | None:
             "exporting the correction without the heuristic is refused: the bundle would not be the policy "
             "that was tested (residual export is not supported yet)"
         )
-    if entry.algorithm not in SUPPORTED:
-        return f"{label} ({entry.algorithm}): export supports {', '.join(SUPPORTED)}"
+    if BY_NAME[entry.algorithm].export is None:  # the algorithm table says which graph each network has
+        return (
+            f"{label} ({entry.algorithm}): export has no graph for its policy network; "
+            f"export supports {', '.join(EXPORTABLE)}"
+        )
     return None
 
 
@@ -195,7 +181,9 @@ def _graph_module() -> Any:
     from fieldrl.policies.lstm_td3.policies import LSTMTD3Policy
 
     def kind_of(policy: Any) -> str:
+        """Which graph of the algorithm table's (``export``) the policy network gets."""
         from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+        from sb3_contrib.qrdqn.policies import QRDQNPolicy
 
         if hasattr(policy, "lstm_actor"):
             return "recurrent-actor-critic"  # RecurrentPPO
@@ -205,6 +193,8 @@ def _graph_module() -> Any:
             return "actor-critic"
         if isinstance(policy, DQNPolicy):
             return "q"
+        if isinstance(policy, QRDQNPolicy):
+            return "quantile-q"  # QR-DQN: Q-values are the mean over quantiles
         if isinstance(policy, TD3Policy):  # TD3 and DDPG: the actor ends in tanh
             return "deterministic-actor"
         actor = getattr(policy, "actor", None)
@@ -257,6 +247,8 @@ def _graph_module() -> Any:
                 return policy.action_net(self._actor_latent(features))
             if self.kind == "q":
                 return policy.q_net(x)
+            if self.kind == "quantile-q":  # QuantileNetwork._predict: the mean over quantiles, per action
+                return policy.quantile_net(x).mean(dim=1)
             actor = policy.actor
             if self.kind == "deterministic-actor":
                 return actor(x)
@@ -335,7 +327,7 @@ def _graph_module() -> Any:
             else:
                 raw = self._raw(x)
             space = self.space
-            if self.kind == "q":
+            if self.kind in ("q", "quantile-q"):
                 return torch.argmax(raw, dim=1), raw
             if isinstance(space, spaces.Box):
                 if self.kind in ("actor-critic", "recurrent-actor-critic") and self.policy.squash_output:
@@ -390,7 +382,7 @@ def onnx_bytes(
     if isinstance(space, spaces.Box):
         outputs = ["action"]
     else:
-        outputs = ["action", "q_values" if graph.kind == "q" else "logits"]
+        outputs = ["action", "q_values" if graph.kind in ("q", "quantile-q") else "logits"]
     every_output = [*outputs, *(t["output"] for t in state)]
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
@@ -554,13 +546,18 @@ def _contract(
             + ("squashed by tanh and scaled to [low, high]" if squash else "clipped to [low, high]"),
         }
     elif isinstance(space, spaces.Discrete):
+        q_rules = {
+            "q": "argmax of the Q-values",
+            "quantile-q": "argmax of the Q-values (the means over quantiles)",
+        }
         action |= {
             "kind": "discrete",
             "dtype": "int64",
             "n": int(space.n),
-            "rule": "argmax of the Q-values"
-            if kind == "q"
-            else "argmax of the action probabilities" + (" over the allowed actions" if mask_size else ""),
+            "rule": q_rules.get(
+                kind,
+                "argmax of the action probabilities" + (" over the allowed actions" if mask_size else ""),
+            ),
         }
     elif isinstance(space, spaces.MultiDiscrete):
         action |= {

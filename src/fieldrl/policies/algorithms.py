@@ -4,7 +4,8 @@ Every list of algorithms in fieldrl is derived from :data:`TABLE`: the registry'
 classes (:mod:`~fieldrl.policies.registry`), what ``fieldrl list`` prints (:mod:`fieldrl.terminal`),
 which algorithms behaviour cloning warm-starts and fine-tuning holds back
 (:mod:`~fieldrl.policies.imitation`, :mod:`~fieldrl.scenario`), the search space ``fieldrl tune``
-samples (:mod:`~fieldrl.policies.search_spaces`) and the time estimate (:mod:`fieldrl.estimates`).
+samples (:mod:`~fieldrl.policies.search_spaces`), the time estimate (:mod:`fieldrl.estimates`) and
+which algorithms ``fieldrl export`` writes a graph for (:mod:`fieldrl.export`).
 What each constructor accepts is not written here: :mod:`~fieldrl.policies.signatures` reads it
 from the class's installed source. Adding an algorithm is one row (docs/adding-an-algorithm.md).
 
@@ -28,6 +29,31 @@ CLONE_FAMILIES: tuple[CloneFamily, ...] = ("on-policy", "squashed", "determinist
 SearchSpace = Literal["ppo", "a2c", "trpo", "sac", "td3", "dqn"]
 SEARCH_SPACES: tuple[SearchSpace, ...] = ("ppo", "a2c", "trpo", "sac", "td3", "dqn")
 
+#: the policy networks :mod:`fieldrl.export` writes an ONNX graph for, by what decides an action:
+#: ``actor-critic`` (the action head's mode: PPO's family, A2C, TRPO), ``recurrent-actor-critic`` (the
+#: same after an LSTM whose state is exported: RecurrentPPO), ``q`` (argmax of the Q-values: DQN),
+#: ``quantile-q`` (argmax of the mean over quantiles: QR-DQN), ``deterministic-actor`` (a tanh actor:
+#: TD3, DDPG), ``squashed-gaussian-actor`` (the squashed Gaussian's mode: SAC, TQC) and
+#: ``history-actor`` (an actor reading a window of past observation-action pairs: LSTM-TD3)
+ExportGraph = Literal[
+    "actor-critic",
+    "recurrent-actor-critic",
+    "q",
+    "quantile-q",
+    "deterministic-actor",
+    "squashed-gaussian-actor",
+    "history-actor",
+]
+EXPORT_GRAPHS: tuple[ExportGraph, ...] = (
+    "actor-critic",
+    "recurrent-actor-critic",
+    "q",
+    "quantile-q",
+    "deterministic-actor",
+    "squashed-gaussian-actor",
+    "history-actor",
+)
+
 
 @dataclass(frozen=True)
 class Algorithm:
@@ -49,6 +75,8 @@ class Algorithm:
         the pull toward the clone applies too (it works on feed-forward on-policy rollouts).
     :param cost: time per environment step relative to its domain's measured speed of its ``policy``
         kind (:data:`fieldrl.estimates.SPEEDS`); a recurrent learner is slower than its feed-forward twin.
+    :param export: the graph ``fieldrl export`` writes for its policy network (:data:`EXPORT_GRAPHS`);
+        None: export refuses it (a network with no graph written yet).
     """
 
     name: str
@@ -60,6 +88,7 @@ class Algorithm:
     clone: CloneFamily | None = None
     fine_tune: bool = False
     cost: float = 1.0
+    export: ExportGraph | None = None
 
     @property
     def module(self) -> str:
@@ -73,9 +102,18 @@ class Algorithm:
 #: the rows. Their order is the order of every derived list (``imitation warm starts ppo,
 #: maskable-ppo, ...``): the most used first.
 TABLE: tuple[Algorithm, ...] = (
-    Algorithm("ppo", "stable_baselines3:PPO", "on", "ppo", clone="on-policy", fine_tune=True),
     Algorithm(
-        "maskable-ppo", "sb3_contrib:MaskablePPO", "on", "ppo", masked=True, clone="on-policy", fine_tune=True
+        "ppo", "stable_baselines3:PPO", "on", "ppo", clone="on-policy", fine_tune=True, export="actor-critic"
+    ),
+    Algorithm(
+        "maskable-ppo",
+        "sb3_contrib:MaskablePPO",
+        "on",
+        "ppo",
+        masked=True,
+        clone="on-policy",
+        fine_tune=True,
+        export="actor-critic",
     ),
     # PPO with one network per agent where observations carry agent ids
     Algorithm(
@@ -85,21 +123,78 @@ TABLE: tuple[Algorithm, ...] = (
         "ppo",
         clone="on-policy",
         fine_tune=True,
+        export="actor-critic",
     ),
-    Algorithm("a2c", "stable_baselines3:A2C", "on", "a2c", clone="on-policy", fine_tune=True),
-    Algorithm("trpo", "sb3_contrib:TRPO", "on", "trpo", clone="on-policy"),
+    Algorithm(
+        "a2c", "stable_baselines3:A2C", "on", "a2c", clone="on-policy", fine_tune=True, export="actor-critic"
+    ),
+    Algorithm("trpo", "sb3_contrib:TRPO", "on", "trpo", clone="on-policy", export="actor-critic"),
     # sequences through an LSTM: ten times PPO's time per step
     Algorithm(
-        "recurrent-ppo", "sb3_contrib:RecurrentPPO", "on", "ppo", recurrent=True, fine_tune=True, cost=10.0
+        "recurrent-ppo",
+        "sb3_contrib:RecurrentPPO",
+        "on",
+        "ppo",
+        recurrent=True,
+        fine_tune=True,
+        cost=10.0,
+        export="recurrent-actor-critic",
     ),
-    Algorithm("sac", "stable_baselines3:SAC", "off", "sac", clone="squashed", fine_tune=True),
-    Algorithm("td3", "stable_baselines3:TD3", "off", "td3", clone="deterministic", fine_tune=True),
-    Algorithm("ddpg", "stable_baselines3:DDPG", "off", "td3", clone="deterministic", fine_tune=True),
-    Algorithm("tqc", "sb3_contrib:TQC", "off", "sac", clone="squashed", fine_tune=True),
-    Algorithm("dqn", "stable_baselines3:DQN", "off", "dqn"),
-    Algorithm("qr-dqn", "sb3_contrib:QRDQN", "off", "dqn"),
-    Algorithm("lstm-td3", "fieldrl.policies.lstm_td3:LSTMTD3", "off", "td3", recurrent=True, cost=2.0),
-    Algorithm("vd-maskable-ppo", "fieldrl.policies.vd_ppo:VDMaskablePPO", "on", "ppo", masked=True),
+    Algorithm(
+        "sac",
+        "stable_baselines3:SAC",
+        "off",
+        "sac",
+        clone="squashed",
+        fine_tune=True,
+        export="squashed-gaussian-actor",
+    ),
+    Algorithm(
+        "td3",
+        "stable_baselines3:TD3",
+        "off",
+        "td3",
+        clone="deterministic",
+        fine_tune=True,
+        export="deterministic-actor",
+    ),
+    Algorithm(
+        "ddpg",
+        "stable_baselines3:DDPG",
+        "off",
+        "td3",
+        clone="deterministic",
+        fine_tune=True,
+        export="deterministic-actor",
+    ),
+    Algorithm(
+        "tqc",
+        "sb3_contrib:TQC",
+        "off",
+        "sac",
+        clone="squashed",
+        fine_tune=True,
+        export="squashed-gaussian-actor",
+    ),
+    Algorithm("dqn", "stable_baselines3:DQN", "off", "dqn", export="q"),
+    Algorithm("qr-dqn", "sb3_contrib:QRDQN", "off", "dqn", export="quantile-q"),
+    Algorithm(
+        "lstm-td3",
+        "fieldrl.policies.lstm_td3:LSTMTD3",
+        "off",
+        "td3",
+        recurrent=True,
+        cost=2.0,
+        export="history-actor",
+    ),
+    Algorithm(
+        "vd-maskable-ppo",
+        "fieldrl.policies.vd_ppo:VDMaskablePPO",
+        "on",
+        "ppo",
+        masked=True,
+        export="actor-critic",
+    ),
 )
 
 #: scenario name -> row
@@ -120,6 +215,8 @@ OFF_POLICY: frozenset[str] = frozenset(a.name for a in TABLE if a.policy == "off
 RECURRENT: tuple[str, ...] = tuple(a.name for a in TABLE if a.recurrent)
 #: algorithms that read action masks
 MASKED: tuple[str, ...] = tuple(a.name for a in TABLE if a.masked)
+#: algorithms ``fieldrl export`` writes a graph for
+EXPORTABLE: tuple[str, ...] = tuple(a.name for a in TABLE if a.export is not None)
 
 
 def in_search_space(space: SearchSpace) -> frozenset[str]:
