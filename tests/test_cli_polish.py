@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 import fieldrl
 from fieldrl import terminal
 from fieldrl.cli import app
-from fieldrl.estimates import SPEEDS, duration_text, workload
+from fieldrl.domains import get_domain
+from fieldrl.estimates import duration_text, workload
 from fieldrl.progress import JobProgress
 from fieldrl.scenario import builtin_scenarios, load_scenario
 
@@ -155,7 +156,7 @@ def test_workload_counts_steps_runs_and_episodes(scenario_data, write_scenario) 
     assert load.validation_episodes == 2 * 2 * (3 * 2 + 2)
     # decision differences: 6 held-out episodes per setting, and the replay's two episodes and its drawing
     assert load.explain_episodes == 2 * 6 + 2
-    chemo = SPEEDS["chemo"]
+    chemo = get_domain("chemo").speed
     assert math.isclose(load.seconds("chemo"), 10 + 15 + 1024 / chemo.on_policy + 94 * chemo.episode_s)
 
 

@@ -2,8 +2,9 @@
 
 Counted from the scenario alone (no domain is imported), so ``fieldrl list`` and ``validate`` can
 say it at once. The time is an order of magnitude, not a promise: it multiplies the counts by each
-domain's speed as measured with ``--jobs 1`` on a busy 2-core machine (see :data:`SPEEDS`);
-bigger maps, longer episodes or another algorithm move it by a factor of two either way.
+domain's speed as measured with ``--jobs 1`` on a busy 2-core machine (its ``Domain.speed``, read
+from the domain's source: :func:`~fieldrl.domains.speed.declared_speed`); bigger maps, longer
+episodes or another algorithm move it by a factor of two either way.
 """
 
 from __future__ import annotations
@@ -15,23 +16,9 @@ from typing import Any
 
 import yaml
 
+from fieldrl.domains.speed import DEFAULT_SPEED, Speed, declared_speed
 from fieldrl.policies.algorithms import OFF_POLICY, TABLE
 from fieldrl.scenario import BUDGET_NAMES, Scenario
-
-
-@dataclass(frozen=True)
-class Speed:
-    """One domain's measured speed, one process.
-
-    :param on_policy: environment steps per second of on-policy training (PPO, A2C, ...), updates included.
-    :param off_policy: the same for off-policy learners (SAC, TD3, DQN, ...) making one gradient step per
-        four environment steps (SB3's default with 4 envs); more or fewer updates per step scale it.
-    :param episode_s: seconds per held-out or validation episode of one policy, evaluation overhead included.
-    """
-
-    on_policy: float
-    off_policy: float
-    episode_s: float
 
 
 def _cost(entry: Any) -> tuple[bool, float]:
@@ -48,17 +35,6 @@ def _cost(entry: Any) -> tuple[bool, float]:
     return True, factor * updates / REFERENCE_UPDATES_PER_STEP
 
 
-#: measured on the demo budgets of the built-in scenarios (2 cores shared with other jobs, --jobs 1;
-#: training speed from each model's validation curve, the rest of the wall time spread over episodes)
-SPEEDS: dict[str, Speed] = {
-    "chemo": Speed(on_policy=2700.0, off_policy=170.0, episode_s=0.05),
-    "memory": Speed(on_policy=800.0, off_policy=850.0, episode_s=0.01),
-    "wealth": Speed(on_policy=2000.0, off_policy=170.0, episode_s=0.05),
-    "rail": Speed(on_policy=750.0, off_policy=100.0, episode_s=0.6),
-    "traffic": Speed(on_policy=150.0, off_policy=120.0, episode_s=0.8),
-    "taxiway": Speed(on_policy=3500.0, off_policy=170.0, episode_s=0.45),
-    "uav": Speed(on_policy=170.0, off_policy=100.0, episode_s=0.45),
-}
 #: learners slower per step than the speed measured for their kind (:attr:`Speed.on_policy`, or
 #: :attr:`Speed.off_policy` for the algorithm table's ``OFF_POLICY``), and by how much: the table's
 #: ``cost`` (recurrent learners pass sequences through an LSTM)
@@ -95,14 +71,20 @@ class Workload:
         return sum(self.steps_by_policy.values())
 
     def seconds(self, domain: str) -> float:
-        """Rough wall time with ``--jobs 1``."""
-        speed = SPEEDS.get(domain, Speed(500.0, 100.0, 1.0))
+        """Rough wall time with ``--jobs 1`` in domain ``domain`` (its measured speed, or the default)."""
+        speed = speed_of(domain)
         episodes = (
             self.eval_episodes + self.validation_episodes + self.stress_episodes + self.explain_episodes
         )
         train = self.on_policy_steps / speed.on_policy + self.off_policy_steps / speed.off_policy
         replay = REPLAY_DRAW_S if self.explain_episodes else 0.0
         return FIXED_S + replay + train + episodes * speed.episode_s
+
+
+def speed_of(domain: str) -> Speed:
+    """Domain ``domain``'s measured speed (its ``Domain.speed``, read without importing it), or
+    :data:`~fieldrl.domains.speed.DEFAULT_SPEED` where it declares none."""
+    return declared_speed(domain) or DEFAULT_SPEED
 
 
 def workload(scenario: Scenario) -> Workload:

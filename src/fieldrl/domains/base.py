@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from fieldrl.domains.speed import DEFAULT_SPEED, Speed
 from fieldrl.policies.base import Policy
 
 if TYPE_CHECKING:  # pandas and gymnasium load where they are used: checking a scenario needs neither
@@ -318,6 +319,10 @@ class Domain(ABC, Generic[P]):
     tunable_policy_params: dict[str, dict[str, Any]] = {}
     #: conditions of the world ``fieldrl stress`` can move away from training: name -> axis
     stress_axes: dict[str, StressAxis] = {}
+    #: how fast it trains and plays, as measured (``fieldrl list``'s and ``validate``'s rough time): write
+    #: it as a literal ``speed = Speed(...)`` in the class body, which ``fieldrl list`` reads from source
+    #: without importing the domain (:func:`~fieldrl.domains.speed.declared_speed`)
+    speed: Speed = DEFAULT_SPEED
 
     def resolve_files(self, params: dict[str, Any], folder: Path) -> dict[str, Any]:
         """Raw params (or a variant's overrides) with every :attr:`file_params` path made absolute.

@@ -74,7 +74,8 @@ class Algorithm:
         trained by a gradient optimiser whose learning rate can be ramped. With ``clone="on-policy"``
         the pull toward the clone applies too (it works on feed-forward on-policy rollouts).
     :param cost: time per environment step relative to its domain's measured speed of its ``policy``
-        kind (:data:`fieldrl.estimates.SPEEDS`); a recurrent learner is slower than its feed-forward twin.
+        kind (``Domain.speed``, :class:`fieldrl.domains.speed.Speed`); a recurrent learner is slower than
+        its feed-forward twin.
     :param export: the graph ``fieldrl export`` writes for its policy network (:data:`EXPORT_GRAPHS`);
         None: export refuses it (a network with no graph written yet).
     """

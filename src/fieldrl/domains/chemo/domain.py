@@ -14,6 +14,7 @@ from fieldrl.domains.chemo import metrics
 from fieldrl.domains.chemo.cohort import load_cohort
 from fieldrl.domains.chemo.heuristics import HEURISTICS
 from fieldrl.domains.chemo.params import ChemoParams
+from fieldrl.domains.speed import Speed
 from fieldrl.simulators.chemo import PRESETS
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
@@ -43,6 +44,8 @@ class ChemoDomain(Domain[ChemoParams]):
 
     name = "chemo"
     title = "Chemotherapy dosing"
+    #: measured on the demo budgets of the built-in scenarios (see :class:`~fieldrl.domains.speed.Speed`)
+    speed = Speed(on_policy=2700.0, off_policy=170.0, episode_s=0.05)
     params_model = ChemoParams
     kpis = metrics.KPIS
     heuristics = HEURISTICS

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fieldrl.domains.base import KPI, Domain, EpisodeRecord, StressAxis, field_axis
 from fieldrl.domains.memory.env import MemoryEnv
 from fieldrl.domains.memory.heuristics import HEURISTICS
+from fieldrl.domains.speed import Speed
 
 
 class MemoryParams(BaseModel):
@@ -33,6 +34,8 @@ class MemoryDomain(Domain[MemoryParams]):
 
     name = "memory"
     title = "Cue memory"
+    #: measured on the demo budgets of the built-in scenarios (see :class:`~fieldrl.domains.speed.Speed`)
+    speed = Speed(on_policy=800.0, off_policy=850.0, episode_s=0.01)
     params_model = MemoryParams
     kpis = KPIS
     headline_kpis = ("success",)

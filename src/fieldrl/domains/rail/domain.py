@@ -12,6 +12,7 @@ from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
 from fieldrl.domains.rail import metrics, stress
 from fieldrl.domains.rail.heuristics import HEURISTICS
 from fieldrl.domains.rail.params import RailParams
+from fieldrl.domains.speed import Speed
 
 if TYPE_CHECKING:  # loaded where used: checking a scenario needs none of this
     import pandas as pd
@@ -82,6 +83,8 @@ class RailDomain(ParallelDomain[RailParams]):
     name = "rail"
     file_params = ("env_file",)  # relative to the scenario file
     title = "Rail dispatching (Flatland)"
+    #: measured on the demo budgets of the built-in scenarios (see :class:`~fieldrl.domains.speed.Speed`)
+    speed = Speed(on_policy=750.0, off_policy=100.0, episode_s=0.6)
     params_model = RailParams
     kpis = metrics.KPIS
     headline_kpis = ("arrived", "deadlocked", "delay")

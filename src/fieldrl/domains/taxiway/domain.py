@@ -11,6 +11,7 @@ import numpy as np
 
 from fieldrl.domains.base import EpisodeRecord
 from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
+from fieldrl.domains.speed import Speed
 from fieldrl.domains.taxiway import metrics
 from fieldrl.domains.taxiway.heuristics import HEURISTICS
 from fieldrl.domains.taxiway.params import TaxiwayParams
@@ -90,6 +91,8 @@ class TaxiwayDomain(ParallelDomain[TaxiwayParams]):
 
     name = "taxiway"
     title = "Airport taxiway routing"
+    #: measured on the demo budgets of the built-in scenarios (see :class:`~fieldrl.domains.speed.Speed`)
+    speed = Speed(on_policy=3500.0, off_policy=170.0, episode_s=0.45)
     params_model = TaxiwayParams
     kpis = metrics.KPIS
     headline_kpis = ("conflicts_per_100", "taxi_time_min", "throughput_per_hour", "completed_pct")

@@ -10,6 +10,7 @@ import numpy as np
 
 from fieldrl.domains.base import EpisodeRecord, StressAxis
 from fieldrl.domains.multiagent import ParallelDomain, ParallelLockstepEnvs
+from fieldrl.domains.speed import Speed
 from fieldrl.domains.traffic import metrics, sumo
 from fieldrl.domains.traffic.heuristics import HEURISTICS
 from fieldrl.domains.traffic.networks import read_sumocfg
@@ -29,6 +30,8 @@ class TrafficDomain(ParallelDomain[TrafficParams]):
     name = "traffic"
     file_params = ("net_file", "route_file", "sumocfg", "osm_file")  # relative to the scenario file
     title = "Traffic signals for vehicles and pedestrians"
+    #: measured on the demo budgets of the built-in scenarios (see :class:`~fieldrl.domains.speed.Speed`)
+    speed = Speed(on_policy=150.0, off_policy=120.0, episode_s=0.8)
     params_model = TrafficParams
     kpis = metrics.KPIS
     headline_kpis = ("person_delay_mean", "vehicle_delay_mean", "pedestrian_delay_mean", "throughput")

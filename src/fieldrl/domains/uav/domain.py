@@ -9,6 +9,7 @@ import numpy as np
 
 from fieldrl.domains.base import EpisodeRecord, StressAxis, field_axis
 from fieldrl.domains.multiagent import ParallelDomain
+from fieldrl.domains.speed import Speed
 from fieldrl.domains.uav import metrics
 from fieldrl.domains.uav.heuristics import HEURISTICS
 from fieldrl.domains.uav.keys import KPI_KEYS, info_keys
@@ -27,6 +28,8 @@ class UavDomain(ParallelDomain[UavParams]):
 
     name = "uav"
     title = "Multi-UAV-assisted vehicular task offloading"
+    #: measured on the demo budgets of the built-in scenarios (see :class:`~fieldrl.domains.speed.Speed`)
+    speed = Speed(on_policy=170.0, off_policy=100.0, episode_s=0.45)
     params_model = UavParams
     kpis = metrics.KPIS
     headline_kpis = ("success_rate", "mean_delay_ms", "energy_j", "cost")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fieldrl.domains.base import KPI, Domain, EpisodeRecord
+from fieldrl.domains.speed import Speed
 from fieldrl.domains.wealth.heuristics import HEURISTICS, heuristic_problem
 from fieldrl.domains.wealth.params import WealthParams
 from fieldrl.domains.wealth.stress import stress_axes
@@ -108,6 +109,8 @@ class WealthDomain(Domain[WealthParams]):
 
     name = "wealth"
     title = "Goals-based wealth management"
+    #: measured on the demo budgets of the built-in scenarios (see :class:`~fieldrl.domains.speed.Speed`)
+    speed = Speed(on_policy=2000.0, off_policy=170.0, episode_s=0.05)
     params_model = WealthParams
     kpis = KPIS
     headline_kpis = ("utility", "goals_taken", "final_wealth")
