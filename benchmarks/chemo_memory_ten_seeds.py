@@ -45,7 +45,7 @@ def main(run_dir: str) -> None:
         "bootstrap_samples": options.bootstrap_samples,
         "settings": {},
     }
-    for variant, entry in summary["variants"].items():
+    for variant, entry in summary.variants.items():
         boot = Bootstrap(len(eval_seeds), options.bootstrap_samples, seed=0)
         rows = results[results["variant"] == variant]
 
@@ -54,31 +54,31 @@ def main(run_dir: str) -> None:
             return value_matrix(picked, eval_seeds)
 
         setting: dict = {"policies": {}, "pairs": []}
-        for policy in entry["policies"]:
+        for policy in entry.policies:
             setting["policies"][policy] = {
                 k.name: describe(matrix(policy, k.name), boot, options.confidence)["mean"]
                 for k in domain.kpis
             }
-        for pair in entry["pairs"]:
+        for pair in entry.pairs:
             against_rule = {
                 side: {
                     k.name: paired_difference(
-                        matrix(pair[side], k.name), matrix(RULE, k.name), boot, options.confidence
+                        matrix(name, k.name), matrix(RULE, k.name), boot, options.confidence
                     )["difference"]
                     for k in domain.kpis
                 }
-                for side in ("policy", "baseline")
+                for side, name in (("policy", pair.policy), ("baseline", pair.baseline))
             }
             setting["pairs"].append(
                 {
-                    "recurrent": pair["policy"],
-                    "feed_forward": pair["baseline"],
-                    "difference": {k: v["difference"] for k, v in pair["kpis"].items()},
+                    "recurrent": pair.policy,
+                    "feed_forward": pair.baseline,
+                    "difference": {k: v.difference.as_dict() for k, v in pair.kpis.items()},
                     # computed here from the results (as summarize does), so a summary written before
                     # fieldrl kept the spread is read the same way
                     "stability": spread_difference(
-                        matrix(pair["policy"], "return"),
-                        matrix(pair["baseline"], "return"),
+                        matrix(pair.policy, "return"),
+                        matrix(pair.baseline, "return"),
                         boot,
                         options.confidence,
                         higher_is_better=True,

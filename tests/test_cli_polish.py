@@ -20,6 +20,7 @@ from fieldrl.cli import app
 from fieldrl.domains import get_domain
 from fieldrl.estimates import duration_text, workload
 from fieldrl.progress import JobProgress
+from fieldrl.results import Summary
 from fieldrl.scenario import builtin_scenarios, load_scenario
 
 runner = CliRunner()
@@ -44,7 +45,7 @@ def _kpis(n: int) -> list[dict[str, Any]]:
     ]
 
 
-def summary(n_kpis: int = 9, variants: tuple[str, ...] = ("default",), n_cases: int = 20) -> dict[str, Any]:
+def summary(n_kpis: int = 9, variants: tuple[str, ...] = ("default",), n_cases: int = 20) -> Summary:
     kpis = _kpis(n_kpis)
     names = ["fixed-time", "Webster", "actuated", "max-pressure", "PPO (shared)"]
     entry = {
@@ -54,12 +55,17 @@ def summary(n_kpis: int = 9, variants: tuple[str, ...] = ("default",), n_cases: 
         "best_heuristic": "Webster",
         "best_learned": "PPO (shared)",
     }
-    return {
-        "scenario": "traffic-quick",
-        "kpis": kpis,
-        "policies": [{"name": p, "kind": "learned" if "PPO" in p else "heuristic"} for p in names],
-        "variants": {v: entry for v in variants},
-    }
+    return Summary.model_validate(
+        {
+            "scenario": "traffic-quick",
+            "confidence": 0.95,
+            "bootstrap_samples": 100,
+            "primary_kpi": kpis[0]["name"],
+            "kpis": kpis,
+            "policies": [{"name": p, "kind": "learned" if "PPO" in p else "heuristic"} for p in names],
+            "variants": {v: entry for v in variants},
+        }
+    )
 
 
 def render(tables: list[Any], width: int = 80) -> str:

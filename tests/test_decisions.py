@@ -28,6 +28,7 @@ from fieldrl.evaluation.decisions import (
     standard_to_ask,
 )
 from fieldrl.evaluation.store import RunFolder
+from fieldrl.results import Summary
 from fieldrl.scenario import load_scenario
 
 
@@ -199,15 +200,23 @@ def test_a_program_inside_sumo_is_replaced_by_the_best_standard_policy_that_can_
     assert askable_ones
     primary = scenario.report.primary_kpi or domain.kpis[0].name
     means = {labels["actuated"]: 10.0, **{name: 20.0 + k for k, name in enumerate(askable_ones)}}
-    summary = {
-        "oracles": [],
-        "variants": {
-            "default": {
-                "best_heuristic": labels["actuated"],
-                "policies": {n: {primary: {"mean": {"value": v}}} for n, v in means.items()},
-            }
-        },
-    }
+    summary = Summary.model_validate(
+        {
+            "confidence": 0.95,
+            "bootstrap_samples": 100,
+            "primary_kpi": primary,
+            "kpis": [],
+            "policies": [],
+            "variants": {
+                "default": {
+                    "best_heuristic": labels["actuated"],
+                    "policies": {
+                        n: {primary: {"mean": {"value": v}, "iqm": {"value": v}}} for n, v in means.items()
+                    },
+                }
+            },
+        }
+    )
     standard, why = standard_to_ask(scenario, domain, summary, "default")
     assert standard == askable_ones[0]  # lowest delay of those that can be asked
     assert why and labels["actuated"] in why and "cannot be asked" in why

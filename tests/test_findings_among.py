@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fieldrl.reports import findings
+from fieldrl.results import Summary
 
 KPIS = [
     {"name": "arrived", "label": "Trains arrived", "unit": "% of trains", "higher_is_better": True},
@@ -31,27 +32,31 @@ def _diff(value: float, half: float) -> dict[str, Any]:
     return {"difference": _stat(value, half), "relative_percent": _stat(100 * value / 10.0, half)}
 
 
-def summary(arrived_gap: float, arrived_half: float) -> dict[str, Any]:
+def summary(arrived_gap: float, arrived_half: float) -> Summary:
     policies = {
         "dispatcher": {"arrived": _kpi(80.0), "delay": _kpi(10.0)},
         "agent": {"arrived": _kpi(80.0 + arrived_gap), "delay": _kpi(2.0)},
     }
     comparison = {"arrived": _diff(arrived_gap, arrived_half), "delay": _diff(-8.0, 1.0)}
-    return {
-        "primary_kpi": "arrived",
-        "kpis": KPIS,
-        "policies": [{"name": "dispatcher", "kind": "heuristic"}, {"name": "agent", "kind": "learned"}],
-        "variants": {
-            "default": {
-                "policies": policies,
-                "best_heuristic": "dispatcher",
-                "best_learned": "agent",
-                "comparison": comparison,
-                "probability_better": _stat(0.2, 0.1),
-                "pairs": [],
-            }
-        },
-    }
+    return Summary.model_validate(
+        {
+            "confidence": 0.95,
+            "bootstrap_samples": 100,
+            "primary_kpi": "arrived",
+            "kpis": KPIS,
+            "policies": [{"name": "dispatcher", "kind": "heuristic"}, {"name": "agent", "kind": "learned"}],
+            "variants": {
+                "default": {
+                    "policies": policies,
+                    "best_heuristic": "dispatcher",
+                    "best_learned": "agent",
+                    "comparison": comparison,
+                    "probability_better": _stat(0.2, 0.1),
+                    "pairs": [],
+                }
+            },
+        }
+    )
 
 
 def test_delay_is_not_called_better_when_far_fewer_trains_arrived() -> None:

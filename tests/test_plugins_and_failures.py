@@ -408,9 +408,11 @@ def test_a_simulator_error_is_still_one(monkeypatch):
 
 
 def test_failures_of_both_kinds_are_counted_apart():
-    from fieldrl.reportkit.summary import failures_ended
+    from fieldrl.results import Failure, failures_ended
 
-    failed = [{"reason": "RuntimeError: solver diverged"}] * 2 + [{"reason": NON_FINITE_ACTIONS}]
+    where = {"variant": "default", "policy": "PPO", "train_seed": 0, "eval_seed": 1, "episode": 0}
+    reasons = ["RuntimeError: solver diverged"] * 2 + [NON_FINITE_ACTIONS]
+    failed = [Failure(**where, reason=reason) for reason in reasons]
     assert failures_ended(failed) == (
         "in a simulator error (2) or because the policy produced non-finite actions (NaN weights?) (1)"
     )

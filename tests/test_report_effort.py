@@ -13,7 +13,21 @@ import fieldrl
 from fieldrl.policies.learned import MODEL_FILE
 from fieldrl.policies.weights import read_record
 from fieldrl.reports.pdf import flattered_by_selection, untrained_warnings
+from fieldrl.results import Summary
 from fieldrl.scenario import load_scenario
+
+
+def _summary(**fields) -> Summary:
+    """A summary with ``fields`` and the least of the rest: one KPI (return), no policies or settings."""
+    kpi = {"name": "return", "label": "Return", "unit": "", "higher_is_better": True}
+    base = {"confidence": 0.95, "bootstrap_samples": 100, "primary_kpi": "return", "kpis": [kpi]}
+    base.update({"policies": [], "variants": {}})
+    return Summary.model_validate({**base, **fields})
+
+
+def _record(timesteps: int, updates: int, value: float = 0.0) -> dict:
+    selected = {"timesteps": timesteps, "gradient_updates": updates, "value": value, "kpi": "return"}
+    return {"algorithm": "ppo", "num_timesteps": 256, "gradient_updates": 8, "selected": selected}
 
 
 def _page_texts(path) -> list[str]:
@@ -53,37 +67,38 @@ def test_validation_curves_and_selection_are_in_the_report(validated_run):
 
 def test_a_model_that_never_updated_is_flagged(scenario_data, write_scenario):
     scenario = load_scenario(write_scenario(scenario_data))
-    idle = {"num_timesteps": 256, "gradient_updates": 8, "selected": {"timesteps": 0, "gradient_updates": 0}}
-    trained = {
-        "num_timesteps": 256,
-        "gradient_updates": 8,
-        "selected": {"timesteps": 256, "gradient_updates": 8},
-    }
-    summary = {"validation": {"learned": {"default": {"PPO": {"0": idle, "1": trained}}}}}
-    (line,) = untrained_warnings(summary, scenario)
+    idle, trained = _record(0, 0), _record(256, 8)
+
+    def validated(*records: dict) -> Summary:
+        learned = {"default": {"PPO": {str(i): r for i, r in enumerate(records)}}}
+        return _summary(validation={"heuristics": {}, "learned": learned})
+
+    (line,) = untrained_warnings(validated(idle, trained), scenario)
     assert line.startswith("PPO: 1 of 2 trained model(s)") and "untrained network" in line
-    summary["validation"]["learned"]["default"]["PPO"]["0"] = trained
-    assert untrained_warnings(summary, scenario) == []
+    assert untrained_warnings(validated(trained, trained), scenario) == []
 
 
 def test_a_lead_on_validation_that_the_held_out_test_reverses_is_called_out(scenario_data, write_scenario):
     scenario_data["seeds"]["validation"] = {"start": 50, "count": 3}
     scenario = load_scenario(write_scenario(scenario_data))
 
-    def summary(kept: list[float], learned_test: float) -> dict:
-        records = {str(i): {"selected": {"value": v, "gradient_updates": 8}} for i, v in enumerate(kept)}
+    def summary(kept: list[float], learned_test: float, higher_is_better: bool = True) -> Summary:
+        records = {str(i): _record(256, 8, v) for i, v in enumerate(kept)}
         means = {"PPO": learned_test, "constant 0.5": 200.0, "no treatment": 20.0}
-        return {
-            "primary_kpi": "return",
-            "kpis": [{"name": "return", "higher_is_better": True, "unit": ""}],
-            "validation": {
+        kpi = {"name": "return", "label": "Return", "unit": "", "higher_is_better": higher_is_better}
+        stat = {"mean": {"value": 0.0}, "iqm": {"value": 0.0}}
+        return _summary(
+            kpis=[kpi],
+            validation={
                 "heuristics": {"default": {"no treatment": 25.0, "constant 0.5": 210.0}},
                 "learned": {"default": {"PPO": records}},
             },
-            "variants": {
-                "default": {"policies": {p: {"return": {"mean": {"value": v}}} for p, v in means.items()}}
+            variants={
+                "default": {
+                    "policies": {p: {"return": {**stat, "mean": {"value": v}}} for p, v in means.items()}
+                }
             },
-        }
+        )
 
     # ahead on validation (mean of the kept checkpoints 230 > 210), behind on the held-out cases
     (line,) = flattered_by_selection(summary([220.0, 240.0], 180.0), scenario, "default")
@@ -91,10 +106,7 @@ def test_a_lead_on_validation_that_the_held_out_test_reverses_is_called_out(scen
     assert "(230 against 210) but is behind it on the held-out cases (180 against 200)" in line
     assert flattered_by_selection(summary([220.0, 240.0], 205.0), scenario, "default") == []  # confirmed
     assert flattered_by_selection(summary([190.0], 180.0), scenario, "default") == []  # never ahead
-    kpi_lower = summary([190.0], 220.0)
-    kpi_lower["kpis"][0]["higher_is_better"] = False  # lower is better: rule 25 on validation, 20 held out
-    kpi_lower["validation"]["learned"]["default"]["PPO"]["0"]["selected"]["value"] = 10.0
-    kpi_lower["variants"]["default"]["policies"]["PPO"]["return"]["mean"]["value"] = 30.0
+    kpi_lower = summary([10.0], 30.0, higher_is_better=False)  # rule 25 on validation, 20 held out
     (line,) = flattered_by_selection(kpi_lower, scenario, "default")
     assert "ahead of no treatment" in line and "(10 against 25)" in line and "(30 against 20)" in line
 

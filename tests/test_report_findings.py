@@ -6,10 +6,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from fieldrl.reportkit.context import for_report, too_few_cases
 from fieldrl.reportkit.layout import stylesheet
 from fieldrl.reportkit.numbers import MIN_CASES, with_range
 from fieldrl.reports import front, pdf
-from fieldrl.reports.findings import masked_for_small_samples, variant_findings
+from fieldrl.reports.findings import variant_findings
+from fieldrl.results import Kpi, Paired, Summary
 
 KPIS = [
     {"name": "score", "label": "Score", "unit": "", "higher_is_better": True},
@@ -31,7 +33,11 @@ def _diff(value: float, half: float = 1.0) -> dict[str, Any]:
     }
 
 
-def summary(n: int, oracle: bool = False, variants: tuple[str, ...] = ("default",)) -> dict[str, Any]:
+def summary(n: int, oracle: bool = False, variants: tuple[str, ...] = ("default",)) -> Summary:
+    return Summary.model_validate(summary_data(n, oracle, variants))
+
+
+def summary_data(n: int, oracle: bool = False, variants: tuple[str, ...] = ("default",)) -> dict[str, Any]:
     values = {  # policy -> score, survival, dose, ms
         "rule": (10.0, 50.0, 20.0, 1.0),
         "agent": (14.0, 80.0, 2.0, 0.5),
@@ -49,6 +55,8 @@ def summary(n: int, oracle: bool = False, variants: tuple[str, ...] = ("default"
     kinds = {"rule": "heuristic", "agent": "learned", "optimum": "heuristic"}
     return {
         "scenario": "s",
+        "confidence": 0.95,
+        "bootstrap_samples": 100,
         "primary_kpi": "score",
         "kpis": KPIS,
         "policies": [{"name": p, "kind": kinds[p]} for p in names],
@@ -57,9 +65,9 @@ def summary(n: int, oracle: bool = False, variants: tuple[str, ...] = ("default"
     }
 
 
-def _cells(s: dict[str, Any], stat: str = "mean") -> list[list[str]]:
+def _cells(s: Summary, stat: str = "mean") -> list[list[str]]:
     ctx = SimpleNamespace(summary=s, styles=stylesheet())
-    (table,) = pdf.kpi_tables(ctx, next(iter(s["variants"])), stat)
+    (table,) = pdf.kpi_tables(ctx, next(iter(s.variants)), stat)
     return [[getattr(c, "text", c) for c in row] for row in table._cellvalues]
 
 
@@ -75,7 +83,7 @@ def test_below_the_minimum_sample_there_are_no_intervals_and_no_win_rates() -> N
 
 def test_page_one_verdict_says_too_few_cases_instead_of_comparing() -> None:
     s = summary(n=3)
-    sentence = front.verdict_sentence(s, "default", [KPIS[1]])
+    sentence = front.verdict_sentence(s, "default", [s.kpi("alive")])
     assert "3 held-out cases, too few to compare agent" in sentence
     assert "better" not in sentence
     several = front.settings_sentence(summary(n=3, variants=("a", "b")))
@@ -83,7 +91,8 @@ def test_page_one_verdict_says_too_few_cases_instead_of_comparing() -> None:
 
 
 def test_page_one_verdict_names_the_headline_measures() -> None:
-    sentence = front.verdict_sentence(summary(n=20), "default", [KPIS[1], KPIS[2]])
+    s = summary(n=20)
+    sentence = front.verdict_sentence(s, "default", [s.kpi("alive"), s.kpi("dose")])
     assert sentence.startswith("Against rule, the best standard policy, agent, the best learned policy,")
     assert "did better on survival" in sentence
     assert "not ranked, but different: total dose" in sentence and "(over 20 held-out cases)" in sentence
@@ -121,15 +130,18 @@ def test_an_optimiser_is_not_picked_as_best_heuristic_when_summarising() -> None
         rows, columns=["variant", "policy", "kind", "train_seed", "eval_seed", "episode", "metric", "value"]
     )
     s = summarize(results, scenario, domain, "quick")
-    assert s["oracles"] == [dp]
-    best = s["variants"]["default"]["best_heuristic"]
+    assert s.oracles == [dp]
+    best = s.variant("default").best_heuristic
     assert best != dp and best in labels
-    assert np.isfinite(s["variants"]["default"]["policies"][dp]["utility"]["mean"]["value"])
+    assert np.isfinite(s.variant("default").value(dp, "utility"))
     # a summary written before optimisers were set apart is re-summarised by the report from its results
-    old = {**s, "variants": {"default": {**s["variants"]["default"], "best_heuristic": dp}}}
-    del old["oracles"]
+    data = s.model_dump(exclude_unset=True)
+    data["variants"]["default"]["best_heuristic"] = dp
+    del data["oracles"]
+    old = Summary.model_validate(data)
     fixed = pdf._without_oracle_as_best(old, results, scenario, domain)
-    assert fixed["variants"]["default"]["best_heuristic"] == best and fixed["oracles"] == [dp]
+    assert fixed.variant("default").best_heuristic == best and fixed.oracles == [dp]
+    assert pdf._without_oracle_as_best(s, results, scenario, domain) is s  # a file with oracles: as it is
 
 
 def test_no_iqm_for_a_yes_no_outcome() -> None:
@@ -151,21 +163,26 @@ def test_unranked_measures_are_never_bold_nor_called_better() -> None:
 
 
 def test_intervals_are_blanked_for_the_domain_pages_below_the_minimum_sample() -> None:
-    few = masked_for_small_samples(summary(n=2))["variants"]["default"]
-    assert few["too_few_cases"]
-    stats = few["policies"]["agent"]["score"]["mean"]
-    assert stats["value"] == 14.0 and with_range(stats, " %") == "14 %"  # the mean stays, no bracket
-    assert with_range(few["comparison"]["score"]["difference"]) == "4"
-    enough = masked_for_small_samples(summary(n=MIN_CASES))["variants"]["default"]
-    assert "too_few_cases" not in enough
-    assert with_range(enough["policies"]["agent"]["score"]["mean"], " %") == "14 % [13, 15]"
+    few = for_report(summary(n=2)).variant("default")
+    assert too_few_cases(few)
+    stats = few.stat("agent", "score")
+    assert stats.value == 14.0 and with_range(stats, " %") == "14 %"  # the mean stays, no bracket
+    assert with_range(few.compared("score").difference) == "4"
+    assert not few.probability_better.has_range
+    enough = for_report(summary(n=MIN_CASES)).variant("default")
+    assert not too_few_cases(enough)
+    assert with_range(enough.stat("agent", "score"), " %") == "14 % [13, 15]"
 
 
 def test_page_one_of_several_settings_says_when_a_tie_on_the_primary_hides_a_loss_elsewhere() -> None:
-    s = summary(n=20, variants=("a", "b"))
-    tie = {**s["variants"]["a"], "comparison": {**s["variants"]["a"]["comparison"], "score": _diff(0.0)}}
+    data = summary_data(n=20, variants=("a", "b"))
+    tie = {
+        **data["variants"]["a"],
+        "comparison": {**data["variants"]["a"]["comparison"], "score": _diff(0.0)},
+    }
     worse = {**tie, "comparison": {**tie["comparison"], "alive": _diff(-30.0)}}
-    s["variants"] = {"a": tie, "b": worse}
+    data["variants"] = {"a": tie, "b": worse}
+    s = Summary.model_validate(data)
     sentence = front.settings_sentence(s, ("score", "alive"))
     assert "could not be told apart in 2" in sentence
     assert "clearly worse in 1 of them (b; see the table)" in sentence
@@ -179,12 +196,15 @@ def test_a_policy_identical_to_its_rival_on_every_case_is_said_to_be_the_same() 
     """A clone kept by selection (uav/dense-city's warm start) must not read "0 points lower"."""
     from fieldrl.reports.findings import _change
 
-    kpi = {"name": "success_rate", "label": "Task success rate", "unit": "%", "higher_is_better": True}
+    kpi = Kpi(name="success_rate", label="Task success rate", unit="%", higher_is_better=True)
     zero = {"value": 0.0, "low": 0.0, "high": 0.0}
-    verdict, phrase = _change(kpi, {"difference": zero, "relative_percent": zero}, 45.08, 45.08, 67.65)
+    paired = Paired.model_validate({"difference": zero, "relative_percent": zero})
+    verdict, phrase = _change(kpi, paired, 45.08, 45.08, 67.65)
     assert verdict == "unclear" and phrase == "task success rate the same on every held-out case"
     tiny = {"value": 0.0, "low": -0.05, "high": 0.05}
-    _, phrase = _change(kpi, {"difference": tiny, "relative_percent": tiny}, 45.08, 45.08, 67.65)
+    _, phrase = _change(
+        kpi, Paired.model_validate({"difference": tiny, "relative_percent": tiny}), 45.08, 45.08, 67.65
+    )
     assert "the same on every" not in phrase and "95 % CI" in phrase
 
 

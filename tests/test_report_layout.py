@@ -17,6 +17,7 @@ from reportlab.platypus import Paragraph, SimpleDocTemplate, Table
 from fieldrl.domains import domain_names, get_domain
 from fieldrl.reportkit.layout import PAGE_WIDTH, column_groups, header_overflows, stylesheet, words
 from fieldrl.reports import front, pdf
+from fieldrl.results import Summary
 
 
 def _stat(value: float, n: int = 20) -> dict[str, Any]:
@@ -24,7 +25,7 @@ def _stat(value: float, n: int = 20) -> dict[str, Any]:
     return {"mean": s, "iqm": s, "n_train_seeds": 1, "n_eval_seeds": n}
 
 
-def domain_summary(name: str, variants: tuple[str, ...] = ("default",)) -> dict[str, Any]:
+def domain_summary(name: str, variants: tuple[str, ...] = ("default",)) -> Summary:
     """A summary with every KPI of domain ``name``, its heuristics and two learned policies."""
     domain = get_domain(name)
     kpis = [
@@ -52,14 +53,18 @@ def domain_summary(name: str, variants: tuple[str, ...] = ("default",)) -> dict[
         "probability_better": {"value": 0.5, "low": 0.2, "high": 0.8},
         "pairs": [],
     }
-    return {
-        "scenario": name,
-        "primary_kpi": kpis[0]["name"],
-        "kpis": kpis,
-        "policies": [{"name": p, "kind": kinds[p]} for p in policies],
-        "oracles": [],
-        "variants": {v: entry for v in variants},
-    }
+    return Summary.model_validate(
+        {
+            "scenario": name,
+            "confidence": 0.95,
+            "bootstrap_samples": 100,
+            "primary_kpi": kpis[0]["name"],
+            "kpis": kpis,
+            "policies": [{"name": p, "kind": kinds[p]} for p in policies],
+            "oracles": [],
+            "variants": {v: entry for v in variants},
+        }
+    )
 
 
 @pytest.mark.parametrize("name", domain_names())
@@ -72,16 +77,16 @@ def test_kpi_tables_never_break_a_header_word(name: str) -> None:
             assert header_overflows(table) == [], name
             assert sum(table._colWidths) <= PAGE_WIDTH + 0.01
         shown = [c.text for t in tables for c in t._cellvalues[0][1:]]
-        assert len(shown) == len(s["kpis"])  # every KPI once, across the split tables
+        assert len(shown) == len(s.kpis)  # every KPI once, across the split tables
 
 
 def test_the_old_fixed_columns_would_break_traffic_headers() -> None:
     """The check itself works: nine traffic KPIs in one page-wide table break words like 'pedestrian'."""
     s = domain_summary("traffic")
     ctx = SimpleNamespace(summary=s, styles=stylesheet())
-    rows = pdf._kpi_cells(ctx, "default", "mean", s["kpis"])
+    rows = pdf._kpi_cells(ctx, "default", "mean", s.kpis)
     first = pdf.POLICY_COLUMN
-    equal = [first] + [(PAGE_WIDTH - first) / len(s["kpis"])] * len(s["kpis"])  # the old layout
+    equal = [first] + [(PAGE_WIDTH - first) / len(s.kpis)] * len(s.kpis)  # the old layout
     cell = ctx.styles["Cell"]
     squeezed = Table([[Paragraph(c, cell) for c in row] for row in rows], colWidths=equal)
     assert {"pedestrian", "Throughput"} <= set(header_overflows(squeezed))

@@ -11,8 +11,8 @@ import pytest
 
 from fieldrl.reportkit import figures
 from fieldrl.reportkit.layout import stylesheet
-from fieldrl.reportkit.summary import measured_kpis
 from fieldrl.reports import findings, pdf
+from fieldrl.results import Summary
 
 NAN = math.nan
 KPIS = [
@@ -40,7 +40,15 @@ def _diff(value: float, low: float, high: float) -> dict[str, Any]:
     return {"difference": {"value": value, "low": low, "high": high}, "relative_percent": _stat(NAN)}
 
 
-def summary() -> dict[str, Any]:
+def summary(**changed: dict[str, Any]) -> Summary:
+    """The summary below, with ``changed`` policies' KPIs replaced (policy -> KPI -> stat)."""
+    data = summary_data()
+    for policy, kpis in changed.items():
+        data["variants"]["default"]["policies"][policy].update(kpis)
+    return Summary.model_validate(data)
+
+
+def summary_data() -> dict[str, Any]:
     policies = {  # "share" is NaN for everyone; "cost" cannot be told apart
         "rule": {"score": _kpi(10.0), "share": _kpi(NAN), "cost": _kpi(5.0)},
         "other rule": {"score": _kpi(8.0), "share": _kpi(NAN), "cost": _kpi(5.1)},
@@ -52,6 +60,8 @@ def summary() -> dict[str, Any]:
         "cost": _diff(0.05, -0.5, 0.6),
     }
     return {
+        "confidence": 0.95,
+        "bootstrap_samples": 100,
         "primary_kpi": "score",
         "kpis": KPIS,
         "policies": [
@@ -89,16 +99,15 @@ def test_kpi_table_never_marks_an_all_nan_kpi_best() -> None:
         assert all(t.startswith("n/a") and "<b>" not in t for t in share), share
         assert [row[1].text.startswith("<b>") for row in cells[1:]] == [False, False, True]
         assert [row[3].text.startswith("<b>") for row in cells[1:]] == [True, False, False]
-    assert pdf.best_policies(s["variants"]["default"], KPIS) == {
+    assert pdf.best_policies(s.variant("default"), s.kpis) == {
         "score": "agent",
         "share": None,
         "cost": "rule",
     }
     assert "'Share of optimum' has no value for any policy" in pdf._not_measured_text(s, "default")
-    full = summary()
-    full["variants"]["default"]["policies"]["other rule"]["share"] = _kpi(90.0)
+    full = summary(**{"other rule": {"share": _kpi(90.0)}})
     assert pdf._not_measured_text(full, "default") == ""
-    assert pdf.best_policies(full["variants"]["default"], KPIS)["share"] == "other rule"  # NaN others lose
+    assert pdf.best_policies(full.variant("default"), full.kpis)["share"] == "other rule"  # NaN others lose
 
 
 def _panel_titles(monkeypatch: pytest.MonkeyPatch, draw: Any) -> list[str]:
@@ -116,4 +125,4 @@ def test_charts_have_no_panel_for_an_all_nan_kpi(monkeypatch: pytest.MonkeyPatch
     s = summary()
     assert _panel_titles(monkeypatch, lambda: figures.kpi_comparison(s, "default")) == ["Score", "Cost ($)"]
     assert _panel_titles(monkeypatch, lambda: figures.pair_differences(s, 0)) == ["Score", "Cost ($)"]
-    assert [k["name"] for k in measured_kpis(s, "default")] == ["score", "cost"]
+    assert [k.name for k in s.measured_kpis("default")] == ["score", "cost"]

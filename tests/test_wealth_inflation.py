@@ -28,7 +28,6 @@ from fieldrl.domains.wealth.heuristics import greedy_goal
 from fieldrl.domains.wealth.params import WealthParams
 from fieldrl.domains.wealth.report import plt, quantile_bands
 from fieldrl.errors import FieldrlError, ScenarioError
-from fieldrl.reportkit.summary import measured_kpis
 from fieldrl.reports.findings import variant_findings
 from fieldrl.reports.pdf import best_policies
 from fieldrl.scenario import load_scenario, parse_scenario, scenario_text
@@ -252,9 +251,8 @@ def test_quick_inflation_scenario_runs_end_to_end_to_a_pdf(tmp_path, capsys) -> 
     findings = " ".join(variant_findings(result.summary, "default"))
     assert "DP" not in findings and "no clear difference in share" not in text
     assert "'Share of the DP optimum' has no value for any policy in this setting" in text
-    entry = result.summary["variants"]["default"]
-    assert best_policies(entry, result.summary["kpis"])["pct_of_dp"] is None
-    assert "pct_of_dp" not in [k["name"] for k in measured_kpis(result.summary, "default")]
+    assert best_policies(result.summary.variant("default"), result.summary.kpis)["pct_of_dp"] is None
+    assert "pct_of_dp" not in [k.name for k in result.summary.measured_kpis("default")]
     print_summary(result.summary)  # the terminal table leaves it out too
     table = capsys.readouterr().out
     assert "Utility" in table and "optimum" not in table  # KPI labels: "Share of the DP optimum"

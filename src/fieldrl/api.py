@@ -32,6 +32,7 @@ from fieldrl.evaluation.summary import summarize
 from fieldrl.files import sha256_of
 from fieldrl.names import slug
 from fieldrl.progress import JobProgress
+from fieldrl.results import Summary
 from fieldrl.scenario import (
     BUDGET_ALIASES,
     BUDGET_NAMES,
@@ -57,7 +58,7 @@ class RunResult:
 
     run_dir: Path
     results: pd.DataFrame
-    summary: dict[str, Any]
+    summary: Summary
     report: Path
 
 
@@ -407,7 +408,7 @@ def _write_results(
     failures: list[Any],
     heuristic_scores: dict[str, Any],
     trust: bool = False,
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+) -> tuple[pd.DataFrame, Summary]:
     """``results.parquet``, ``traces.parquet`` and ``summary.json`` from the evaluation's result frames:
     the tidy table in its order, summarised with its failures, the heuristics' validation scores and
     each model's training record; returns the table and the summary."""
@@ -415,18 +416,15 @@ def _write_results(
     results = results.sort_values(
         ["variant", "policy", "train_seed", "eval_seed", "episode", "metric"], kind="stable"
     ).reset_index(drop=True)
-    summary = summarize(results, scenario, get_domain(scenario.domain), budget)
-    summary["failed_episodes"] = failures
-    summary["validation"] = {
-        "heuristics": heuristic_scores,
-        "learned": _training_records(folder, scenario, trust),
-    }
+    validation = {"heuristics": heuristic_scores, "learned": _training_records(folder, scenario, trust)}
+    domain = get_domain(scenario.domain)
+    summary = summarize(results, scenario, domain, budget, failures=failures, validation=validation)
     written = ["results.parquet", "summary.json"]
     folder.write_parquet("results.parquet", results, record=False)
     if traces:
         folder.write_parquet("traces.parquet", pd.concat(traces, ignore_index=True), record=False)
         written.append("traces.parquet")
-    folder.write_json("summary.json", summary, record=False)
+    folder.write_json("summary.json", summary.model_dump(exclude_unset=True), record=False)
     folder.record(*written)
     return results, summary
 
@@ -434,7 +432,7 @@ def _write_results(
 def _record_decisions(
     folder: RunFolder,
     scenario: Scenario,
-    summary: dict[str, Any],
+    summary: Summary,
     jobs: int | Backend,
     show_progress: bool,
     trust: bool,
@@ -774,7 +772,7 @@ def _merged_results(
         if reference is None:
             reference = heuristics
             frames.append(results)
-            heuristic_scores = (summary.get("validation") or {}).get("heuristics", {})
+            heuristic_scores = {} if summary.validation is None else summary.validation.heuristics
         else:
             if not heuristics.equals(reference):
                 raise FieldrlError(
@@ -786,11 +784,7 @@ def _merged_results(
         if "traces.parquet" in folder.hashes():
             trace = folder.read_parquet("traces.parquet")
             traces.append(trace if index == 0 else trace[~trace["policy"].isin(heuristic_names)])
-        failures += [
-            f
-            for f in summary.get("failed_episodes", [])
-            if index == 0 or f.get("policy") not in heuristic_names
-        ]
+        failures += [f for f in summary.failed_episodes if index == 0 or f.policy not in heuristic_names]
     return frames, traces, failures, heuristic_scores
 
 
@@ -841,7 +835,7 @@ def _finish(folder: RunFolder, jobs: int | Backend, show_progress: bool, resume:
     return RunResult(folder.path, results, summary_of(folder.path), pdf)
 
 
-def summary_of(run_dir: str | Path) -> dict[str, Any]:
+def summary_of(run_dir: str | Path) -> Summary:
     """An evaluated run's ``summary.json``, its shape checked against the run's scenario."""
     folder, scenario, _ = open_run(run_dir, build=False)
     return read_summary(folder, scenario, get_domain(scenario.domain))
@@ -891,25 +885,24 @@ def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
         folder, scenario, _ = open_run(run_dir, build=False)
         summary = read_summary(folder, scenario, get_domain(scenario.domain))
         label = str(folder.path) if names_clash else folder.path.name
-        kpis = {k["name"]: k for k in summary["kpis"]}
-        for variant, entry in summary["variants"].items():
-            for policy, values in entry["policies"].items():
-                for kpi, stats in values.items():
-                    mean = stats["mean"]
+        for variant, entry in summary.variants.items():
+            for policy, values in entry.policies.items():
+                for name, stats in values.items():
+                    kpi = summary.kpi(name)
                     rows.append(
                         {
                             "run": label,
-                            "domain": summary.get("domain", ""),
+                            "domain": summary.domain or "",
                             "variant": variant,
                             "policy": policy,
-                            "kpi": kpi,
-                            "label": kpis[kpi]["label"],
-                            "unit": kpis[kpi]["unit"],
-                            "higher_is_better": kpis[kpi]["higher_is_better"],
-                            "n_cases": stats.get("n_eval_seeds", 0),
-                            "mean": mean["value"],
-                            "low": mean["low"],
-                            "high": mean["high"],
+                            "kpi": name,
+                            "label": kpi.label,
+                            "unit": kpi.unit,
+                            "higher_is_better": kpi.higher_is_better,
+                            "n_cases": stats.n_eval_seeds,
+                            "mean": stats.mean.value,
+                            "low": stats.mean.low,
+                            "high": stats.mean.high,
                         }
                     )
     return pd.DataFrame(rows)

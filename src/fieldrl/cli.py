@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from fieldrl import api
+    from fieldrl.results import Summary
 
 app = typer.Typer(
     add_completion=False,
@@ -777,20 +778,20 @@ def bench(
 EXIT_FAILED_EPISODES = 3
 
 
-def exit_if_episodes_failed(summary: dict[str, Any]) -> None:
+def exit_if_episodes_failed(summary: Summary) -> None:
     """A finished run with failed held-out episodes says how many, what ended them (a simulator
     error, or a policy's non-finite actions) and exits with status 3."""
-    from fieldrl.reportkit.summary import failures_ended
+    from fieldrl.results import failures_ended
 
-    failed = summary.get("failed_episodes") or []
+    failed = summary.failed_episodes
     if failed:
         first, ended = failed[0], failures_ended(failed)
-        where = "" if first.get("variant", "default") == "default" else f" [{first['variant']}]"
-        reason = str(first["reason"])
+        where = "" if first.variant == "default" else f" [{first.variant}]"
+        reason = first.reason
         said = "" if reason in ended else f": {reason}"  # not twice what every one of them said
         complain(
             f"[bold red]failed:[/] {len(failed)} held-out episode(s) ended {ended} (first: "
-            f"{escape(str(first['policy']) + where)}, eval seed {first['eval_seed']}{escape(said)}); they "
+            f"{escape(first.policy + where)}, eval seed {first.eval_seed}{escape(said)}); they "
             "are left out of the numbers and listed in the report",
             highlight=False,
             markup=True,
@@ -799,7 +800,7 @@ def exit_if_episodes_failed(summary: dict[str, Any]) -> None:
         raise typer.Exit(EXIT_FAILED_EPISODES)
 
 
-def print_summary(summary: dict[str, Any]) -> None:
+def print_summary(summary: Summary) -> None:
     """One table per setting (split to fit the terminal): KPI means with their 95 % CIs.
 
     KPIs with no value for any policy in a setting (one that does not apply there) are left out.

@@ -22,7 +22,7 @@ from fieldrl.errors import FieldrlError
 from fieldrl.estimates import duration_text, overview, workload
 from fieldrl.policies.algorithms import NAMES
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, with_range
-from fieldrl.reportkit.summary import measured_kpis
+from fieldrl.results import Interval, Kpi, Summary
 from fieldrl.scenario import Scenario, builtin_scenarios
 
 #: the learned-policy algorithms (the algorithm table's names, sorted)
@@ -144,10 +144,10 @@ def stress_table(summary: Any) -> list[Table]:
                 trained = " (trained)" if point.value == setting.trained else ""
                 cells = [format(point.value, axis.fmt) + trained]
                 for policy in (setting.best_learned, setting.best_heuristic):
-                    stats = point.policies.get(policy or "", {}).get(summary.primary_kpi)
-                    cells.append(fmt(stats["mean"]["value"]) if stats else "-")
-                diff = (point.comparison or {}).get(summary.primary_kpi)
-                cells.append(with_range(diff["difference"]) if diff else "-")
+                    stats = point.described(policy or "", summary.primary_kpi)
+                    cells.append(fmt(stats.mean.value) if stats else "-")
+                diff = point.compared(summary.primary_kpi)
+                cells.append(with_range(diff.difference) if diff else "-")
                 table.add_row(*cells, said)
             tables.append(table)
     return tables
@@ -220,19 +220,18 @@ def cell_width(markup: str) -> int:
     return max(Text.from_markup(line).cell_len for line in markup.split("\n"))
 
 
-def kpi_header(kpi: dict[str, Any]) -> str:
-    arrow = "↑" if kpi["higher_is_better"] else "↓"
-    unit = f" ({kpi['unit']})" if kpi["unit"] else ""
-    return f"{kpi['label']}{unit} {arrow}"
+def kpi_header(kpi: Kpi) -> str:
+    arrow = "↑" if kpi.higher_is_better else "↓"
+    unit = f" ({kpi.unit})" if kpi.unit else ""
+    return f"{kpi.label}{unit} {arrow}"
 
 
-def stat_cell(stats: dict[str, Any], with_ci: bool) -> str:
-    """Mean over the held-out cases, with the 95 % CI half-width on a second line when there are enough."""
-    m = stats["mean"]
-    if not with_ci or m["value"] != m["value"]:
-        return fmt(m["value"])
-    half = max(m["high"] - m["value"], m["value"] - m["low"])
-    return f"{fmt(m['value'])}\n[dim]±{fmt(half)}[/]"
+def stat_cell(m: Interval, with_ci: bool) -> str:
+    """A mean over the held-out cases, with the 95 % CI half-width on a second line when there are enough."""
+    if not with_ci or m.value != m.value:
+        return fmt(m.value)
+    half = max(m.high - m.value, m.value - m.low)
+    return f"{fmt(m.value)}\n[dim]±{fmt(half)}[/]"
 
 
 def split_columns(widths: Sequence[int], first: int, total: int) -> list[list[int]]:
@@ -273,25 +272,21 @@ def kpi_tables(title: str, labels: list[str], columns: list[KpiColumn], total: i
     return tables
 
 
-def enough_cases(stats: dict[str, Any]) -> bool:
-    return stats.get("n_eval_seeds", MIN_CASES) >= MIN_CASES
-
-
-def summary_tables(summary: dict[str, Any], total: int) -> list[Table]:
+def summary_tables(summary: Summary, total: int) -> list[Table]:
     """One table (or a few, to fit) per setting: KPI means with 95 % CI half-widths; * marks the best."""
     tables = []
-    for variant, entry in summary["variants"].items():
-        kpis = measured_kpis(summary, variant) or summary["kpis"]
-        policies = list(entry["policies"].items())
-        with_ci = all(enough_cases(v[k["name"]]) for _, v in policies for k in kpis)
+    for variant, entry in summary.variants.items():
+        kpis = summary.measured_kpis(variant) or summary.kpis
+        policies = list(entry.policies.items())
+        with_ci = all(v[k.name].n_eval_seeds >= MIN_CASES for _, v in policies for k in kpis)
         columns = [
-            KpiColumn(kpi_header(k), [stat_cell(v[k["name"]], with_ci) for _, v in policies]) for k in kpis
+            KpiColumn(kpi_header(k), [stat_cell(v[k.name].mean, with_ci) for _, v in policies]) for k in kpis
         ]
-        best = (entry.get("best_learned"), entry.get("best_heuristic"))
+        best = (entry.best_learned, entry.best_heuristic)
         labels = [escape(p) + (" *" if p in best else "") for p, _ in policies]
         where = "" if variant == "default" else f", setting {variant}"
         how = "mean ± 95 % CI half-width" if with_ci else f"mean (no CI: fewer than {MIN_CASES} cases)"
-        title = f"{escape(summary.get('scenario', 'run') + where)}: {how}; * best of its kind"
+        title = f"{escape((summary.scenario or 'run') + where)}: {how}; * best of its kind"
         tables += kpi_tables(title, labels, columns, total)
     return tables
 
@@ -306,21 +301,29 @@ def compare_label(key: tuple[str, str, str], name_run: bool) -> str:
 
 
 def compare_tables(frame: Any, total: int) -> list[Table]:
-    """``fieldrl compare``: one table per domain with that domain's KPIs (runs of several domains)."""
+    """``fieldrl compare``: one table per domain with that domain's KPIs (runs of several domains);
+    ``frame`` is :func:`fieldrl.api.compare`'s table."""
     tables = []
     for domain, rows in frame.groupby("domain", sort=False):
-        records = rows.to_dict("records")
-        kpis = list({r["kpi"]: {**r, "name": r["kpi"]} for r in records}.values())
-        stats = {(r["run"], r["variant"], r["policy"], r["kpi"]): r for r in records}
-        keys = list(dict.fromkeys((r["run"], r["variant"], r["policy"]) for r in records))
-        with_ci = all(r["n_cases"] >= MIN_CASES for r in records)
+        records = list(rows.itertuples(index=False))
+        kpis = {
+            r.kpi: Kpi(name=r.kpi, label=r.label, unit=r.unit, higher_is_better=bool(r.higher_is_better))
+            for r in records
+        }
+        means = {
+            (r.run, r.variant, r.policy, r.kpi): Interval(
+                value=float(r.mean), low=float(r.low), high=float(r.high)
+            )
+            for r in records
+        }
+        keys = list(dict.fromkeys((r.run, r.variant, r.policy) for r in records))
+        with_ci = all(r.n_cases >= MIN_CASES for r in records)
         columns = []
-        for k in kpis:
+        for k in kpis.values():
             cells = []
             for key in keys:
-                r = stats.get((*key, k["name"]))
-                mean = None if r is None else {"value": r["mean"], "low": r["low"], "high": r["high"]}
-                cells.append("-" if mean is None else stat_cell({"mean": mean}, with_ci))
+                mean = means.get((*key, k.name))
+                cells.append("-" if mean is None else stat_cell(mean, with_ci))
             columns.append(KpiColumn(kpi_header(k), cells))
         labels = [compare_label(key, len({k[0] for k in keys}) > 1) for key in keys]
         how = "mean ± 95 % CI half-width" if with_ci else "mean"

@@ -32,6 +32,7 @@ from fieldrl.evaluation.decision_story import DecisionStory, explain
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.names import slug
 from fieldrl.policies.base import Policy
+from fieldrl.results import Summary
 from fieldrl.scenario import HeuristicEntry, Scenario
 from fieldrl.scenario_checks import entry_of
 
@@ -117,24 +118,23 @@ def why_not_askable(scenario: Scenario, domain: Domain, label: str, variant: str
 
 
 def standard_to_ask(
-    scenario: Scenario, domain: Domain, summary: dict[str, Any], variant: str
+    scenario: Scenario, domain: Domain, summary: Summary, variant: str
 ) -> tuple[str | None, str | None]:
     """The standard policy to ask in ``variant`` and, where it is not the best one, why: the best
     standard policy if it can be asked, else the best (primary KPI) of those that can be."""
-    entry = summary["variants"].get(variant, {})
-    best = entry.get("best_heuristic")
+    entry = summary.variant(variant)
+    best = entry.best_heuristic
     if best is None or askable(scenario, domain, best, variant):
         return best, None
     primary = runner.primary_kpi(scenario, domain)
     sign = 1.0 if primary.higher_is_better else -1.0
-    oracles = set(summary.get("oracles", []))
     scored = []
-    for name, stats in entry.get("policies", {}).items():
-        if name in oracles or not any(e.label == name for e in scenario.policies.heuristics):
+    for name in entry.evaluated:
+        if summary.is_oracle(name) or not any(e.label == name for e in scenario.policies.heuristics):
             continue
-        mean = stats.get(primary.name, {}).get("mean", {}).get("value")
-        if askable(scenario, domain, name, variant) and mean is not None and np.isfinite(mean):
-            scored.append((sign * float(mean), name))
+        mean = entry.value(name, primary.name)
+        if askable(scenario, domain, name, variant) and np.isfinite(mean):
+            scored.append((sign * mean, name))
     reason = why_not_askable(scenario, domain, best, variant)
     why = f"{best} cannot be asked about a state it is not driving: it {reason}"
     if not scored:
@@ -142,14 +142,14 @@ def standard_to_ask(
     return max(scored)[1], why + f"; {max(scored)[1]} is the best standard policy that can be"
 
 
-def decision_jobs(scenario: Scenario, domain: Domain, summary: dict[str, Any]) -> list[DecisionJob]:
+def decision_jobs(scenario: Scenario, domain: Domain, summary: Summary) -> list[DecisionJob]:
     """Per setting, one job per training seed of the best learned policy, together covering the first
     :data:`MAX_EPISODES` held-out episodes."""
     n_plan = len(scenario.seeds.eval) * scenario.episodes_per_seed
     chosen = list(range(min(MAX_EPISODES, n_plan)))
     jobs = []
     for variant in scenario.variant_names:
-        learned = summary["variants"].get(variant, {}).get("best_learned")
+        learned = summary.variant(variant).best_learned
         standard, _ = standard_to_ask(scenario, domain, summary, variant)
         if learned is None or standard is None:
             continue
@@ -326,11 +326,11 @@ def words_path(job: DecisionJob) -> str:
 
 
 def summarize_decisions(
-    folder: RunFolder, scenario: Scenario, domain: Domain, summary: dict[str, Any], jobs: list[DecisionJob]
+    folder: RunFolder, scenario: Scenario, domain: Domain, summary: Summary, jobs: list[DecisionJob]
 ) -> DecisionSummary:
     settings: dict[str, DecisionSetting] = {}
     for variant in scenario.variant_names:
-        learned = summary["variants"].get(variant, {}).get("best_learned")
+        learned = summary.variant(variant).best_learned
         if learned is None:
             continue
         standard, why = standard_to_ask(scenario, domain, summary, variant)
@@ -346,7 +346,7 @@ def summarize_decisions(
         setting = DecisionSetting(
             learned=learned,
             standard=standard,
-            best_standard=summary["variants"][variant].get("best_heuristic"),
+            best_standard=summary.variant(variant).best_heuristic,
             substituted=why,
             features=features,
             action_words=words.action_words,

@@ -12,16 +12,14 @@ folder is only as trustworthy as whoever had it.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 from pandas.api import types as dtypes
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
+from pydantic import ValidationError
 
 from fieldrl.domains.base import Domain
 from fieldrl.errors import FieldrlError, file_shape_error
 from fieldrl.evaluation.store import RunFolder
-from fieldrl.policies.record import TrainingRecord
+from fieldrl.results import Summary
 from fieldrl.scenario import Scenario
 
 SUMMARY_FILE = "summary.json"
@@ -30,123 +28,38 @@ TRACES_FILE = "traces.parquet"
 NOT_EVALUATED = "evaluate the run first (`fieldrl evaluate RUN_DIR`)"
 
 
-class _Shape(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class _Interval(_Shape):
-    value: float
-    low: float
-    high: float
-
-
-class _Described(_Shape):
-    mean: _Interval
-    iqm: _Interval
-    n_train_seeds: NonNegativeInt = 0
-    n_eval_seeds: NonNegativeInt = 0
-
-
-class _Paired(_Shape):
-    difference: _Interval
-    relative_percent: _Interval
-
-
-class _Spread(_Shape):
-    per_seed: list[float]
-    sd: _Interval
-    worst: _Interval
-
-
-class _Stability(_Shape):
-    kpi: str
-    policy: _Spread
-    baseline: _Spread
-    sd_difference: _Interval
-    worst_difference: _Interval
-
-
-class _Pair(_Shape):
-    policy: str
-    baseline: str
-    kpis: dict[str, _Paired]
-    stability: _Stability | None = None  # written from issue 44 on
-
-
-class _Variant(_Shape):
-    policies: dict[str, dict[str, _Described]]
-    best_heuristic: str | None = None
-    best_learned: str | None = None
-    comparison: dict[str, _Paired] | None = None
-    probability_better: _Interval | None = None
-    pairs: list[_Pair] = []
-
-
-class _Kpi(_Shape):
-    name: str
-    label: str
-    unit: str
-    higher_is_better: bool
-    wall_clock: bool = False
-    among: str | None = None
-    binary: bool = False
-    ranked: bool = True
-
-
-class _PolicyRef(_Shape):
-    name: str
-    kind: str = Field(pattern="^(heuristic|learned)$")
-
-
-class _Failure(_Shape):
-    variant: str
-    policy: str
-    train_seed: int
-    eval_seed: int
-    episode: NonNegativeInt
-    reason: str
-
-
-class _Validation(_Shape):
-    heuristics: dict[str, dict[str, float | None]]
-    learned: dict[str, dict[str, dict[str, TrainingRecord]]]
-
-
-class _Summary(_Shape):
-    """What :func:`fieldrl.evaluation.summary.summarize` writes; the fields the pages read with a
-    fallback are optional, so runs evaluated by earlier versions (without them) still report."""
-
-    scenario: str | None = None
-    domain: str | None = None
-    budget: str | None = None
-    confidence: float = Field(gt=0, lt=1)
-    bootstrap_samples: NonNegativeInt
-    primary_kpi: str
-    selection_kpi: str | None = None
-    kpis: list[_Kpi]
-    policies: list[_PolicyRef]
-    oracles: list[str] = []
-    variants: dict[str, _Variant]
-    failed_episodes: list[_Failure] = []
-    validation: _Validation | None = None
-
-
-def read_summary(folder: RunFolder, scenario: Scenario, domain: Domain) -> dict[str, Any]:
+def read_summary(folder: RunFolder, scenario: Scenario, domain: Domain) -> Summary:
     """The run's ``summary.json`` as written by :func:`fieldrl.api.evaluate`, or one
-    :class:`FieldrlError` naming the first field that is not."""
+    :class:`FieldrlError` naming the first field that is not.
+
+    A file written before a KPI said whether it is a yes/no outcome or ranked takes what the domain
+    declares (the fields stay unset for everything else an older file lacks: see :class:`Summary`)."""
     data = folder.read_json(SUMMARY_FILE, NOT_EVALUATED)
     source = str(folder.path / SUMMARY_FILE)
     try:
-        summary = _Summary.model_validate(data)
+        summary = Summary.model_validate(data)
     except ValidationError as exc:
         raise file_shape_error(exc, source) from None
     problem = _mismatch(summary, scenario, domain)
     if problem:
         raise FieldrlError(f"{source}: {problem} (not what fieldrl wrote for this run: was the file edited?)")
-    return summary.model_dump(exclude_none=True)  # absent, not None: the pages test for presence
+    return _with_kpi_facts(summary, domain)
 
 
-def _mismatch(summary: _Summary, scenario: Scenario, domain: Domain) -> str | None:
+def _with_kpi_facts(summary: Summary, domain: Domain) -> Summary:
+    """``summary`` with the domain's word on each KPI the file does not describe fully (yes/no, ranked)."""
+    known = {k.name: k for k in domain.kpis}
+    kpis, upgraded = [], False
+    for k in summary.kpis:
+        spec = known[k.name]  # the KPIs are the domain's (checked by _mismatch)
+        facts = {"binary": spec.binary, "ranked": spec.ranked and not spec.wall_clock}
+        missing = {key: value for key, value in facts.items() if key not in k.model_fields_set}
+        kpis.append(k.model_copy(update=missing) if missing else k)
+        upgraded = upgraded or bool(missing)
+    return summary.model_copy(update={"kpis": kpis}) if upgraded else summary
+
+
+def _mismatch(summary: Summary, scenario: Scenario, domain: Domain) -> str | None:
     """The first way the summary disagrees with the run's scenario and domain; None if it agrees."""
     kpis = [k.name for k in domain.kpis]
     policies = scenario.policies.by_kind

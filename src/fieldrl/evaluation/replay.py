@@ -40,6 +40,7 @@ from fieldrl.evaluation.store import RunFolder
 from fieldrl.evaluation.summary import oracle_labels
 from fieldrl.names import slug
 from fieldrl.policies.base import Policy
+from fieldrl.results import Summary
 from fieldrl.scenario import Scenario
 
 REPLAY_ROOT = "replay"
@@ -108,35 +109,31 @@ def _seeds_in_words(seeds: Sequence[int]) -> str:
     return f"{seeds[0]}, {seeds[1]}, ..., {seeds[-1]} ({len(seeds)} held-out seeds)"
 
 
-def _mean(summary: dict[str, Any], variant: str, policy: str) -> float:
+def _mean(summary: Summary, variant: str, policy: str) -> float:
     """``policy``'s mean primary KPI in ``variant``, signed so that higher is better (NaN: none)."""
-    primary = summary["primary_kpi"]
-    kpi = next(k for k in summary["kpis"] if k["name"] == primary)
-    stats = summary["variants"][variant]["policies"].get(policy, {}).get(primary)
-    value = float(stats["mean"]["value"]) if stats else math.nan
-    return value if kpi["higher_is_better"] else -value
+    primary = summary.primary
+    value = summary.variant(variant).value(policy, primary.name)
+    return value if primary.higher_is_better else -value
 
 
-def default_pair(
-    scenario: Scenario, domain: Domain, summary: dict[str, Any], variant: str
-) -> list[tuple[str, str]]:
+def default_pair(scenario: Scenario, domain: Domain, summary: Summary, variant: str) -> list[tuple[str, str]]:
     """``(policy, role in words)`` of the best standard and the best learned policy of ``variant`` on the
     primary KPI, as the summary names them (an exact optimiser is never the best standard policy); where
     the run lacks one of the two kinds, the best other evaluated policies on the primary KPI instead.
     Fewer than two where the setting has fewer evaluated policies."""
-    entry = summary["variants"][variant]
-    evaluated = list(entry["policies"])
-    oracles = set(summary.get("oracles") or oracle_labels(scenario, domain))
-    kinds = {p["name"]: p["kind"] for p in summary["policies"]}
+    entry = summary.variants[variant]
+    evaluated = entry.evaluated
+    oracles = set(summary.oracles or oracle_labels(scenario, domain))
+    kinds = {p.name: p.kind for p in summary.policies}
 
     def best(names: list[str]) -> str | None:
         scored = [n for n in names if not math.isnan(_mean(summary, variant, n))] or names
         return max(scored, key=lambda n: _mean(summary, variant, n)) if scored else None
 
-    heuristic = entry.get("best_heuristic")
+    heuristic = entry.best_heuristic
     if heuristic is None or heuristic in oracles:  # a summary written before oracles were set apart
         heuristic = best([n for n in evaluated if kinds.get(n) == "heuristic" and n not in oracles])
-    learned = entry.get("best_learned") or best([n for n in evaluated if kinds.get(n) == "learned"])
+    learned = entry.best_learned or best([n for n in evaluated if kinds.get(n) == "learned"])
     pair = [(n, f"the best {KIND_WORDS[kinds[n]]} policy") for n in (heuristic, learned) if n is not None]
     for name in sorted(evaluated, key=lambda n: (n in oracles, -_mean(summary, variant, n))):
         if len(pair) == 2:
@@ -149,7 +146,7 @@ def default_pair(
 def plan_replay(
     scenario: Scenario,
     domain: Domain,
-    summary: dict[str, Any],
+    summary: Summary,
     seed: int | None = None,
     policies: Sequence[str] | None = None,
     variant: str | None = None,
@@ -165,9 +162,8 @@ def plan_replay(
     variant = variants[0] if variant is None else variant
     if variant not in variants:
         raise FieldrlError(f"--variant = {variant!r}: settings of this run: {', '.join(variants)}")
-    entry = summary["variants"][variant]
-    evaluated = list(entry["policies"])
-    kinds = {p["name"]: p["kind"] for p in summary["policies"]}
+    evaluated = summary.variants[variant].evaluated
+    kinds = {p.name: p.kind for p in summary.policies}
     if policies is None:
         chosen = default_pair(scenario, domain, summary, variant)
         if len(chosen) < 2:
@@ -200,9 +196,7 @@ def plan_replay(
     train_seeds = [runner.HEURISTIC_TRAIN_SEED if kinds[n] == "heuristic" else first_train for n in pair]
     if seed is None:
         failed = {
-            (f["policy"], f["train_seed"], f["eval_seed"])
-            for f in summary.get("failed_episodes", [])
-            if f["variant"] == variant and f["episode"] == 0
+            (f.policy, f.train_seed, f.eval_seed) for f in summary.failures_in(variant) if f.episode == 0
         }
         whose = list(zip(pair, train_seeds, strict=True))
         fine = [s for s in eval_seeds if not any((n, t, s) in failed for n, t in whose)]

@@ -26,7 +26,7 @@ from fieldrl.errors import FieldrlError
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.names import slug
 from fieldrl.policies.base import Policy
-from fieldrl.reportkit.summary import NON_FINITE_ACTIONS
+from fieldrl.results import NON_FINITE_ACTIONS
 from fieldrl.scenario import HeuristicEntry, LearnedEntry, Scenario
 from fieldrl.scenario_checks import entry_of, heuristic_policy, training_vec_env
 
@@ -177,7 +177,7 @@ def _one_at_a_time(
 class PolicyFailure(Exception):
     """The policy, not the simulator, ended an episode: it answered NaN or infinite actions.
 
-    Its message is the failure's recorded reason, :data:`~fieldrl.reportkit.summary.NON_FINITE_ACTIONS`,
+    Its message is the failure's recorded reason, :data:`~fieldrl.results.NON_FINITE_ACTIONS`,
     which reports and the exit line tell apart from simulator errors.
     """
 

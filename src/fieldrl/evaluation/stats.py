@@ -14,21 +14,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-
-@dataclass(frozen=True)
-class Interval:
-    value: float
-    low: float
-    high: float
-
-    def as_dict(self) -> dict[str, float]:
-        return {"value": self.value, "low": self.low, "high": self.high}
+from fieldrl.results import Interval
 
 
 def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -89,11 +80,15 @@ class Bootstrap:
 
 
 def interval(point: float, boot: np.ndarray, confidence: float) -> Interval:
+    """``point`` with the percentile interval of its bootstrap samples ``boot`` (NaN without any).
+
+    The functions below return the dict form (``Interval.as_dict``) inside the plain mappings
+    ``summary.json`` holds, which :class:`fieldrl.results.Summary` validates."""
     alpha = (1 - confidence) / 2
     if not np.isfinite(boot).any():
-        return Interval(float(point), float("nan"), float("nan"))
+        return Interval(value=float(point), low=float("nan"), high=float("nan"))
     low, high = np.nanpercentile(boot, [100 * alpha, 100 * (1 - alpha)])
-    return Interval(float(point), float(low), float(high))
+    return Interval(value=float(point), low=float(low), high=float(high))
 
 
 def describe(matrix: np.ndarray, boot: Bootstrap, confidence: float) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from fieldrl.errors import FieldrlError
 from fieldrl.evaluation import runner
 from fieldrl.evaluation.stats import Bootstrap, describe, paired_difference, value_matrix
 from fieldrl.evaluation.store import RunFolder
+from fieldrl.results import Described, Paired, Summary, VariantResult
 from fieldrl.scenario import Scenario, stress_points, stressed_params
 
 STRESS_RESULTS = "stress/results.parquet"
@@ -84,7 +85,9 @@ class StressPoint(_Strict):
     """One point of an axis in one setting: every policy's KPIs and best learned minus best standard."""
 
     value: float
+    #: policy -> KPI -> the mapping of a :class:`~fieldrl.results.Described` (read it with :meth:`described`)
     policies: dict[str, dict[str, Any]]
+    #: KPI -> the mapping of a :class:`~fieldrl.results.Paired` (read it with :meth:`compared`)
     comparison: dict[str, Any] | None = None
     failed_episodes: int = 0
 
@@ -92,6 +95,20 @@ class StressPoint(_Strict):
         """Held-out cases behind every policy's ``kpi`` at this point: the fewest of any."""
         counts = [p[kpi]["n_eval_seeds"] for p in self.policies.values() if kpi in p]
         return min(counts, default=0)
+
+    def results(self) -> VariantResult:
+        """This point's KPIs as a setting's results are read (stats, means, scale, cases)."""
+        return VariantResult.model_validate({"policies": self.policies})
+
+    def described(self, policy: str, kpi: str) -> Described | None:
+        """``policy``'s ``kpi`` at this point; None where it has none."""
+        found = self.policies.get(policy, {}).get(kpi)
+        return None if found is None else Described.model_validate(found)
+
+    def compared(self, kpi: str) -> Paired | None:
+        """Best learned minus best standard policy on ``kpi`` at this point; None without the pair."""
+        found = (self.comparison or {}).get(kpi)
+        return None if found is None else Paired.model_validate(found)
 
 
 class StressSetting(_Strict):
@@ -134,7 +151,7 @@ def summarize_stress(
     scenario: Scenario,
     domain: Domain,
     plan: dict[str, list[float]],
-    summary: dict[str, Any],
+    summary: Summary,
 ) -> StressSummary:
     """Per axis, setting and point: every policy's KPIs, and the best learned policy minus the best
     standard policy of the plain evaluation (``summary``), paired on the same held-out cases."""
@@ -145,8 +162,8 @@ def summarize_stress(
         axis = domain.stress_axes[name]
         settings: dict[str, StressSetting] = {}
         for variant in scenario.stressed_variants:
-            plain = summary["variants"].get(variant, {})
-            best_h, best_l = plain.get("best_heuristic"), plain.get("best_learned")
+            plain = summary.variant(variant)
+            best_h, best_l = plain.best_heuristic, plain.best_learned
             params = domain.params_model.model_validate(scenario.variant_params(variant))
             rows: list[StressPoint] = []
             for value in points:

@@ -1,5 +1,5 @@
-"""From the tidy results table to ``summary.json``: per-policy aggregates with CIs,
-the best heuristic and best learned policy per variant, and their paired comparison."""
+"""From the tidy results table to ``summary.json`` (:class:`fieldrl.results.Summary`): per-policy
+aggregates with CIs, the best heuristic and best learned policy per variant, and their paired comparison."""
 
 from __future__ import annotations
 
@@ -16,10 +16,25 @@ from fieldrl.evaluation.stats import (
     spread_difference,
     value_matrix,
 )
+from fieldrl.results import Summary
 from fieldrl.scenario import Scenario
 
 
-def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget: str) -> dict[str, Any]:
+def summarize(
+    results: pd.DataFrame,
+    scenario: Scenario,
+    domain: Domain,
+    budget: str,
+    failures: list[Any] | None = None,
+    validation: dict[str, Any] | None = None,
+) -> Summary:
+    """The run's :class:`~fieldrl.results.Summary` from its tidy results table; ``failures`` (the failed
+    held-out episodes) and ``validation`` (the heuristics' validation scores and each model's training
+    record) are set where given, as evaluation writes them.
+
+    Built as the mapping ``summary.json`` holds and validated once: only the keys set here are set in
+    the model, so that ``model_dump(exclude_unset=True)`` writes the file fieldrl has always written (no
+    ``comparison`` key in a setting without both kinds of policy, for one)."""
     options = scenario.report
     primary = domain.kpi(options.primary_kpi or domain.kpis[0].name)
     eval_seeds = list(scenario.seeds.eval)
@@ -95,7 +110,11 @@ def summarize(results: pd.DataFrame, scenario: Scenario, domain: Domain, budget:
             if pair.policy in matrices and pair.baseline in matrices
         ]
         summary["variants"][variant] = entry
-    return summary
+    if failures is not None:
+        summary["failed_episodes"] = failures
+    if validation is not None:
+        summary["validation"] = validation
+    return Summary.model_validate(summary)
 
 
 def oracle_labels(scenario: Scenario, domain: Domain) -> list[str]:

@@ -4,13 +4,15 @@ Below the domains in fieldrl's layers (see ``.importlinter``): a domain's ``repo
 from here, never from the PDF assembler (:mod:`fieldrl.reports`), which sits above evaluation.
 
 - :mod:`~fieldrl.reportkit.context`: :class:`ReportContext`, the run's numbers behind accessors
-  (``ctx.stat(variant, policy, kpi)`` is an :class:`Interval` or None) and ``figure``/``para``;
-- :mod:`~fieldrl.reportkit.numbers`: :class:`Interval`, :class:`Comparison`, :func:`fmt`,
-  :func:`with_range` and the minimum number of held-out cases for an interval;
+  (``ctx.stat(variant, policy, kpi)`` is an :class:`~fieldrl.results.Interval` or None; ``ctx.summary``
+  is the run's :class:`~fieldrl.results.Summary`) and ``figure``/``para``;
+- :mod:`~fieldrl.reportkit.numbers`: :func:`fmt`, :func:`with_range` and the minimum number of
+  held-out cases for an interval;
 - :mod:`~fieldrl.reportkit.layout`: the page (:data:`PAGE_WIDTH`), paragraph styles, table widths;
-- :mod:`~fieldrl.reportkit.figures`: :func:`png_bytes`, the policy palette and the shared charts;
-- :mod:`~fieldrl.reportkit.summary`: readers of ``summary.json``'s shape.
+- :mod:`~fieldrl.reportkit.figures`: :func:`png_bytes`, the policy palette and the shared charts.
 
-Nothing is imported here: :mod:`~fieldrl.reportkit.numbers` and :mod:`~fieldrl.reportkit.summary`
-are plain Python that ``fieldrl list`` uses without loading reportlab, pandas or matplotlib.
+What ``summary.json`` holds, and the lookups on it, are :mod:`fieldrl.results`, below the kit.
+
+Nothing is imported here: :mod:`~fieldrl.reportkit.numbers` is plain Python (and pydantic) that
+``fieldrl list`` uses without loading reportlab, pandas or matplotlib.
 """

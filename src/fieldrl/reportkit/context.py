@@ -3,11 +3,12 @@ pages.
 
 The PDF assembler (:mod:`fieldrl.reports.pdf`) builds one :class:`ReportContext` per report and
 hands it to ``Domain.report_section``. A section reads the run through the accessors --
-``ctx.stat(variant, policy, kpi)`` is an :class:`~fieldrl.reportkit.numbers.Interval` or None,
+``ctx.stat(variant, policy, kpi)`` is an :class:`~fieldrl.results.Interval` or None,
 ``ctx.policies()``, ``ctx.variants()``, ``ctx.best_heuristic(variant)``, ``ctx.params(variant)`` --
-instead of walking ``summary.json``, and adds its figures with :meth:`ReportContext.figure` and its
-text with :meth:`ReportContext.para`. ``results`` (the tidy results table) and ``traces`` (the
-domain's own per-step traces) are there for figures the summary cannot draw.
+or through ``ctx.summary`` (a :class:`~fieldrl.results.Summary`), and adds its figures with
+:meth:`ReportContext.figure` and its text with :meth:`ReportContext.para`. ``results`` (the tidy
+results table) and ``traces`` (the domain's own per-step traces) are there for figures the summary
+cannot draw.
 
 This module sits below the domains: it imports no domain, scenario or evaluation module. The
 scenario, domain and run folder it holds are described by the small protocols below (what the kit
@@ -17,7 +18,6 @@ section needs to.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from xml.sax.saxutils import escape
@@ -28,8 +28,8 @@ from reportlab.platypus import Image, Paragraph
 
 from fieldrl.names import slug
 from fieldrl.reportkit.layout import PAGE_WIDTH, image
-from fieldrl.reportkit.numbers import Comparison, Interval
-from fieldrl.reportkit.summary import cases
+from fieldrl.reportkit.numbers import MIN_CASES
+from fieldrl.results import Interval, Paired, Summary, VariantResult
 
 
 class ScenarioView(Protocol):
@@ -78,7 +78,7 @@ class ReportContext:
     :param scenario: the scenario as it ran (its budget applied)
     :param domain: the run's domain
     :param summary: ``summary.json`` as the report reads it (intervals blanked below
-        :data:`~fieldrl.reportkit.numbers.MIN_CASES` held-out cases, see ``too_few_cases``)
+        :data:`~fieldrl.reportkit.numbers.MIN_CASES` held-out cases: :func:`for_report`)
     :param results: the tidy results table (one row per policy, seed, episode and metric)
     :param traces: the domain's traces of held-out episodes (empty where it keeps none)
     :param styles: the paragraph styles (:func:`fieldrl.reportkit.layout.stylesheet`)
@@ -89,7 +89,7 @@ class ReportContext:
     folder: FigureFolder
     scenario: ScenarioView
     domain: DomainView
-    summary: dict[str, Any]
+    summary: Summary
     results: pd.DataFrame
     traces: pd.DataFrame
     styles: StyleSheet1
@@ -150,60 +150,67 @@ class ReportContext:
     # -- the results (summary.json) -------------------------------------------------------
     def policies(self) -> list[str]:
         """Every policy of the run, heuristics then learned (the order of tables and charts)."""
-        return [p["name"] for p in self.summary["policies"]]
+        return self.summary.policy_names
 
     def kind(self, policy: str) -> str | None:
         """``"heuristic"`` or ``"learned"`` (None for a name the run does not have)."""
-        return {p["name"]: p["kind"] for p in self.summary["policies"]}.get(policy)
+        return self.summary.kind(policy)
 
     def has_results(self, variant: str) -> bool:
         """Whether the summary holds ``variant``."""
-        return variant in self.summary["variants"]
+        return variant in self.summary.variants
 
     def evaluated(self, variant: str) -> list[str]:
         """The policies with results in ``variant`` (a policy whose every episode failed has none)."""
-        return list(self._entry(variant).get("policies", {}))
+        return self.summary.variant(variant).evaluated
 
     def best_heuristic(self, variant: str) -> str | None:
         """The standard policy with the best primary KPI in ``variant`` (never an exact optimiser)."""
-        return self._entry(variant).get("best_heuristic")
+        return self.summary.variant(variant).best_heuristic
 
     def best_learned(self, variant: str) -> str | None:
         """The learned policy with the best primary KPI in ``variant``."""
-        return self._entry(variant).get("best_learned")
+        return self.summary.variant(variant).best_learned
 
     def stat(self, variant: str, policy: str, kpi: str, stat: str = "mean") -> Interval | None:
         """``policy``'s ``stat`` (mean or iqm) of ``kpi`` in ``variant`` with its confidence interval;
         None where the run has no such number."""
-        values = self._entry(variant).get("policies", {}).get(policy, {}).get(kpi, {}).get(stat)
-        return None if values is None else Interval.of(values)
+        return self.summary.stat(variant, policy, kpi, stat)
 
     def value(self, variant: str, policy: str, kpi: str) -> float:
         """The mean of :meth:`stat` alone; NaN where the run has no such number."""
-        found = self.stat(variant, policy, kpi)
-        return math.nan if found is None else found.value
+        return self.summary.variant(variant).value(policy, kpi)
 
-    def comparison(self, variant: str, kpi: str) -> Comparison | None:
+    def comparison(self, variant: str, kpi: str) -> Paired | None:
         """Best learned minus best standard policy on ``kpi``, paired on the same held-out cases."""
-        found = self._entry(variant).get("comparison", {}).get(kpi)
-        return None if found is None else Comparison.of(found)
+        return self.summary.variant(variant).compared(kpi)
 
-    def pair(self, variant: str, policy: str, baseline: str, kpi: str) -> Comparison | None:
+    def pair(self, variant: str, policy: str, baseline: str, kpi: str) -> Paired | None:
         """``policy`` minus ``baseline`` on ``kpi``, for a comparison the scenario's report asked for."""
-        for pair in self._entry(variant).get("pairs", []):
-            if pair.get("policy") == policy and pair.get("baseline") == baseline:
-                found = pair.get("kpis", {}).get(kpi)
-                return None if found is None else Comparison.of(found)
-        return None
+        found = self.summary.variant(variant).pair(policy, baseline)
+        return None if found is None else found.kpis.get(kpi)
 
     def cases(self, variant: str, *policies: str) -> int:
         """Held-out cases behind the policies' numbers in ``variant``: the fewest of any of them."""
-        return cases(self._entry(variant), *policies)
+        return self.summary.cases(variant, *policies)
 
     def too_few_cases(self, variant: str) -> bool:
         """Whether ``variant`` has fewer than :data:`~fieldrl.reportkit.numbers.MIN_CASES` held-out cases:
         its intervals are blanked, and nothing should be called clearly better or worse."""
-        return bool(self._entry(variant).get("too_few_cases"))
+        return too_few_cases(self.summary.variant(variant))
 
-    def _entry(self, variant: str) -> dict[str, Any]:
-        return self.summary["variants"].get(variant, {})
+
+def too_few_cases(entry: VariantResult) -> bool:
+    """Whether setting ``entry`` has results from fewer than :data:`~fieldrl.reportkit.numbers.MIN_CASES`
+    held-out cases (a setting without results has none to blank)."""
+    return bool(entry.policies) and entry.all_cases() < MIN_CASES
+
+
+def for_report(summary: Summary) -> Summary:
+    """``summary`` as the report states it: every interval and win rate of a setting with fewer than
+    :data:`~fieldrl.reportkit.numbers.MIN_CASES` held-out cases blanked (the means stay).
+
+    Report text built from it, the domains' own pages included, then prints no interval it cannot
+    support: a bootstrap over two cases says nothing.
+    """
+    return summary.blanked([name for name, entry in summary.variants.items() if too_few_cases(entry)])

@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 
 from fieldrl.reportkit.numbers import MIN_CASES  # noqa: E402
 from fieldrl.reportkit.numbers import finite as _finite  # noqa: E402
-from fieldrl.reportkit.summary import cases, measured_kpis, ranked  # noqa: E402
+from fieldrl.results import Kpi, PolicyRef, Summary  # noqa: E402
 
 HEURISTIC_COLOR = "#8c8c8c"
 LEARNED_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"]
@@ -60,47 +60,46 @@ def png_bytes(fig: plt.Figure) -> bytes:
     return buffer.getvalue()
 
 
-def policy_colors(policies: list[dict[str, str]]) -> dict[str, str]:
+def policy_colors(policies: list[PolicyRef]) -> dict[str, str]:
     colors, i = {}, 0
     for p in policies:
-        if p["kind"] == "heuristic":
-            colors[p["name"]] = HEURISTIC_COLOR
+        if p.kind == "heuristic":
+            colors[p.name] = HEURISTIC_COLOR
         else:
-            colors[p["name"]] = LEARNED_COLORS[i % len(LEARNED_COLORS)]
+            colors[p.name] = LEARNED_COLORS[i % len(LEARNED_COLORS)]
             i += 1
     return colors
 
 
-def kpi_comparison(
-    summary: dict[str, Any], variant: str, kpis: list[dict[str, Any]] | None = None, ncols: int = 3
-) -> bytes:
+def kpi_comparison(summary: Summary, variant: str, kpis: list[Kpi] | None = None, ncols: int = 3) -> bytes:
     """One panel per KPI: mean per policy (95 % CI bars where there are enough held-out cases),
     learned in colour, heuristics grey.
 
-    KPIs without a value for any policy (see :func:`measured_kpis`) get no panel; ``kpis`` picks some.
+    KPIs without a value for any policy (see :meth:`Summary.measured_kpis`) get no panel; ``kpis`` picks
+    some.
     """
-    entry = summary["variants"][variant]
-    kpis = kpis or measured_kpis(summary, variant) or summary["kpis"]  # nothing measured: draw as is
-    policies = [p for p in summary["policies"] if p["name"] in entry["policies"]]
-    colors = policy_colors(summary["policies"])
-    with_ci = min(cases(entry, p["name"]) for p in policies) >= MIN_CASES if policies else False
+    entry = summary.variant(variant)
+    kpis = kpis or summary.measured_kpis(variant) or summary.kpis  # nothing measured: draw as is
+    policies = [p for p in summary.policies if p.name in entry.policies]
+    colors = policy_colors(summary.policies)
+    with_ci = min(entry.cases(p.name) for p in policies) >= MIN_CASES if policies else False
     ncols = min(ncols, len(kpis))
     nrows = int(np.ceil(len(kpis) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 0.32 * len(policies) * nrows + 1.4 * nrows))
     axes = np.atleast_1d(axes).reshape(-1)
-    names = [p["name"] for p in policies]
+    names = [p.name for p in policies]
     y = np.arange(len(names))[::-1]
     for ax, kpi in zip(axes, kpis, strict=False):
-        stats = [entry["policies"][n][kpi["name"]]["mean"] for n in names]
-        values = np.array([s["value"] for s in stats])
-        err = np.array([[s["value"] - s["low"] for s in stats], [s["high"] - s["value"] for s in stats]])
+        stats = [entry.policies[n][kpi.name].mean for n in names]
+        values = np.array([s.value for s in stats])
+        err = np.array([[s.value - s.low for s in stats], [s.high - s.value for s in stats]])
         xerr = np.clip(err, 0, None) if with_ci else None
         ax.barh(y, values, xerr=xerr, color=[colors[n] for n in names], capsize=2)
         ax.set_yticks(y, names if ax is axes[0] or ncols == 1 else names, fontsize=7)
-        arrow = "higher is better" if kpi["higher_is_better"] else "lower is better"
-        arrow = arrow if ranked(kpi) else "not ranked"
-        unit = f" ({kpi['unit']})" if kpi["unit"] else ""
-        ax.set_title(textwrap.fill(f"{kpi['label']}{unit}", 28) + f"\n{arrow}", fontsize=8)
+        arrow = "higher is better" if kpi.higher_is_better else "lower is better"
+        arrow = arrow if kpi.is_ranked else "not ranked"
+        unit = f" ({kpi.unit})" if kpi.unit else ""
+        ax.set_title(textwrap.fill(f"{kpi.label}{unit}", 28) + f"\n{arrow}", fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
         ax.axvline(0, color="black", linewidth=0.5)
     for ax in axes[len(kpis) :]:
@@ -178,71 +177,64 @@ def validation_curves(
     return png_bytes(fig)
 
 
-def pair_differences(summary: dict[str, Any], index: int) -> bytes:
+def pair_differences(summary: Summary, index: int) -> bytes:
     """Policy-minus-baseline difference with 95 % CI for every KPI, across variants.
 
     KPIs whose difference is NaN in every variant (not measured for the pair) get no panel.
     """
-    variants = list(summary["variants"])
-    pair = summary["variants"][variants[0]]["pairs"][index]
+    variants = list(summary.variants)
+    pairs = [summary.variants[v].pairs[index] for v in variants]
+    pair = pairs[0]
     kpis = [
-        k
-        for k in summary["kpis"]
-        if any(
-            _finite(summary["variants"][v]["pairs"][index]["kpis"][k["name"]]["difference"]["value"])
-            for v in variants
-        )
-    ] or summary["kpis"]
+        k for k in summary.kpis if any(_finite(p.kpis[k.name].difference.value) for p in pairs)
+    ] or summary.kpis
     ncols = min(3, len(kpis))
     nrows = int(np.ceil(len(kpis) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 2.4 * nrows))
     axes = np.atleast_1d(axes).reshape(-1)
     x = np.arange(len(variants))
     for ax, kpi in zip(axes, kpis, strict=False):
-        diffs = [summary["variants"][v]["pairs"][index]["kpis"][kpi["name"]]["difference"] for v in variants]
-        values = np.array([d["value"] for d in diffs])
-        err = np.array([[d["value"] - d["low"] for d in diffs], [d["high"] - d["value"] for d in diffs]])
+        diffs = [p.kpis[kpi.name].difference for p in pairs]
+        values = np.array([d.value for d in diffs])
+        err = np.array([[d.value - d.low for d in diffs], [d.high - d.value for d in diffs]])
         ax.errorbar(x, values, yerr=np.clip(err, 0, None), fmt="o-", capsize=3, color=LEARNED_COLORS[0])
         ax.axhline(0, color="black", linewidth=0.6)
         ax.set_xticks(x, variants, fontsize=7)
-        better = "above 0 is better" if kpi["higher_is_better"] else "below 0 is better"
-        unit = f" ({kpi['unit']})" if kpi["unit"] else ""
-        ax.set_title(f"{kpi['label']}{unit}\n{better}", fontsize=8)
+        better = "above 0 is better" if kpi.higher_is_better else "below 0 is better"
+        unit = f" ({kpi.unit})" if kpi.unit else ""
+        ax.set_title(f"{kpi.label}{unit}\n{better}", fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(alpha=0.3)
     for ax in axes[len(kpis) :]:
         ax.axis("off")
-    fig.suptitle(f"{pair['policy']} minus {pair['baseline']} (95 % CI)", fontsize=9)
+    fig.suptitle(f"{pair.policy} minus {pair.baseline} (95 % CI)", fontsize=9)
     fig.tight_layout()
     return png_bytes(fig)
 
 
-def best_by_setting(summary: dict[str, Any]) -> bytes:
+def best_by_setting(summary: Summary) -> bytes:
     """The primary KPI of the best standard and the best learned policy in each setting, side by side."""
-    primary = next(k for k in summary["kpis"] if k["name"] == summary["primary_kpi"])
-    variants = list(summary["variants"])
+    primary = summary.primary
+    variants = list(summary.variants)
     fig, ax = plt.subplots(figsize=(7.0, 2.6))
     x = np.arange(len(variants))
-    for offset, kind, color in (
-        (-0.2, "best_heuristic", HEURISTIC_COLOR),
-        (0.2, "best_learned", LEARNED_COLORS[0]),
-    ):
+    for offset, standard, color in ((-0.2, True, HEURISTIC_COLOR), (0.2, False, LEARNED_COLORS[0])):
         values, errors = [], [[], []]
         for v in variants:
-            entry = summary["variants"][v]
-            name = entry.get(kind)
-            stats = entry["policies"][name][primary["name"]]["mean"] if name else None
-            values.append(np.nan if stats is None else stats["value"])
-            show = stats is not None and cases(entry, name) >= MIN_CASES
-            errors[0].append(stats["value"] - stats["low"] if show else 0.0)
-            errors[1].append(stats["high"] - stats["value"] if show else 0.0)
-        label = "best standard policy" if kind == "best_heuristic" else "best learned policy"
+            entry = summary.variants[v]
+            name = entry.best_heuristic if standard else entry.best_learned
+            stats = entry.policies[name][primary.name].mean if name else None
+            values.append(np.nan if stats is None else stats.value)
+            show = stats is not None and entry.cases(name) >= MIN_CASES
+            errors[0].append(stats.value - stats.low if show else 0.0)
+            errors[1].append(stats.high - stats.value if show else 0.0)
+        label = "best standard policy" if standard else "best learned policy"
         yerr = np.clip(np.array(errors, dtype=float), 0, None)
         ax.bar(x + offset, values, width=0.4, color=color, yerr=yerr, capsize=2, label=label)
     ax.set_xticks(x, variants, fontsize=7, rotation=20 if len(variants) > 4 else 0)
-    unit = f" ({primary['unit']})" if primary["unit"] else ""
-    arrow = "higher is better" if primary["higher_is_better"] else "lower is better"
-    ax.set_ylabel(textwrap.fill(f"{primary['label']}{unit}", 24) + f"\n{arrow}", fontsize=7)
+    unit = f" ({primary.unit})" if primary.unit else ""
+    arrow = "higher is better" if primary.higher_is_better else "lower is better"
+    ax.set_ylabel(textwrap.fill(f"{primary.label}{unit}", 24) + f"\n{arrow}", fontsize=7)
     ax.tick_params(axis="y", labelsize=7)
     ax.axhline(0, color="black", linewidth=0.5)
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))

@@ -1,60 +1,21 @@
 """How the report states a number: an estimate with its interval, three significant digits, "n/a".
 
-:class:`Interval` is one estimate of ``summary.json`` (a mean or IQM with its confidence interval;
-``low`` and ``high`` are NaN where there are too few held-out cases for one), and
-:class:`Comparison` one paired difference. Both are read from the summary through
-:class:`~fieldrl.reportkit.context.ReportContext`; the functions below turn them into text.
+An estimate is a :class:`fieldrl.results.Interval` of the run's summary (a mean or IQM with its
+confidence interval; ``low`` and ``high`` are NaN where there are too few held-out cases for one), read
+through :class:`~fieldrl.reportkit.context.ReportContext` or the summary's own lookups; the functions
+below turn it into text.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from fieldrl.results import Interval
 
 #: fewest held-out cases (evaluation seeds) for a confidence interval or a "beat it n % of the time":
 #: below it a bootstrap over cases says nothing, so the report says "too few held-out cases to compare"
 MIN_CASES = 5
-
-
-@dataclass(frozen=True)
-class Interval:
-    """An estimate and its confidence interval (``low``/``high`` NaN where there is none)."""
-
-    value: float
-    low: float
-    high: float
-
-    @classmethod
-    def of(cls, stat: Mapping[str, Any]) -> Interval:
-        """From the ``{"value", "low", "high"}`` mapping ``summary.json`` holds (no interval: NaN)."""
-        nan = float("nan")
-        low, high = stat.get("low"), stat.get("high")
-        return cls(
-            float(stat["value"]), nan if low is None else float(low), nan if high is None else float(high)
-        )
-
-    @property
-    def has_range(self) -> bool:
-        """Whether there is an interval (not blanked for too few held-out cases)."""
-        return finite(self.low)
-
-    def overlaps(self, other: Interval) -> bool:
-        """Whether the two intervals share a point."""
-        return self.high >= other.low and self.low <= other.high
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """A paired difference (policy minus baseline on the same held-out cases), absolute and in %."""
-
-    difference: Interval
-    relative_percent: Interval
-
-    @classmethod
-    def of(cls, stat: Mapping[str, Any]) -> Comparison:
-        return cls(Interval.of(stat["difference"]), Interval.of(stat["relative_percent"]))
 
 
 def finite(value: Any) -> bool:
@@ -82,10 +43,8 @@ def fmt_cell(value: float) -> str:
     return text if "e" in padded else padded.rstrip(".")
 
 
-def with_range(stat: Interval | Mapping[str, Any], unit: str = "") -> str:
+def with_range(stat: Interval, unit: str = "") -> str:
     """``12.3 % [10.1, 14.5]``, or ``12.3 %`` where there is no interval (too few held-out cases)."""
-    if not isinstance(stat, Interval):
-        stat = Interval.of(stat)
     if not stat.has_range:
         return f"{fmt(stat.value)}{unit}"
     return f"{fmt(stat.value)}{unit} [{fmt(stat.low)}, {fmt(stat.high)}]"

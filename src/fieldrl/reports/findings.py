@@ -9,28 +9,32 @@ on the same held-out seeds) and say "did worse" when the learned policy did wors
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, pct, too_few
-from fieldrl.reportkit.summary import cases, failures_ended, failures_in, ranked
+from fieldrl.results import Kpi, Pair, Paired, Stability, Summary, failures_ended
 
 
-def label(kpi: dict[str, Any]) -> str:
-    """KPI label inside a sentence: lower-case first letter unless it starts an acronym."""
-    text = kpi["label"]
+def label(kpi: Kpi | str) -> str:
+    """KPI label (or any label) inside a sentence: lower-case first letter unless it starts an acronym."""
+    text = kpi if isinstance(kpi, str) else kpi.label
     return text if text[1:2].isupper() else text[:1].lower() + text[1:]
 
 
-def oracle_lines(summary: dict[str, Any], variant: str) -> list[str]:
+def unit_suffix(kpi: Kpi) -> str:
+    """`` %`` after a number (nothing for a KPI without a unit)."""
+    return f" {kpi.unit}" if kpi.unit else ""
+
+
+def oracle_lines(summary: Summary, variant: str) -> list[str]:
     """What the exact optimisers scored: a ceiling to read the others against, not a competitor."""
-    entry = summary["variants"][variant]
-    primary = next(k for k in summary["kpis"] if k["name"] == summary["primary_kpi"])
-    unit = f" {primary['unit']}" if primary["unit"] else ""
+    entry = summary.variant(variant)
+    primary = summary.primary
+    unit = unit_suffix(primary)
     where = "" if variant == "default" else f"On {variant}: "
     lines = []
-    for oracle in summary.get("oracles") or []:
-        if oracle in entry["policies"]:
-            value = entry["policies"][oracle][primary["name"]]["mean"]["value"]
+    for oracle in summary.oracles:
+        if oracle in entry.policies:
+            value = entry.value(oracle, primary.name)
             lines.append(
                 f"{where}{oracle} is an exact optimiser that knows the model (a ceiling no practitioner can "
                 f"reach, not a standard policy): {fmt(value)}{unit} on {label(primary)}."
@@ -38,43 +42,7 @@ def oracle_lines(summary: dict[str, Any], variant: str) -> list[str]:
     return lines
 
 
-def masked_for_small_samples(summary: dict[str, Any]) -> dict[str, Any]:
-    """``summary`` with every interval and win rate of a setting with fewer than :data:`MIN_CASES`
-    held-out cases set to NaN (the means stay), and ``too_few_cases`` set on that setting.
-
-    Report text built from it, the domains' own pages included, then prints no interval it cannot
-    support: a bootstrap over two cases says nothing.
-    """
-    nan = float("nan")
-
-    def blank(stat: dict[str, Any]) -> dict[str, Any]:
-        return {**stat, "low": nan, "high": nan}
-
-    variants = {}
-    for name, entry in summary["variants"].items():
-        if not entry["policies"] or cases(entry, *entry["policies"]) >= MIN_CASES:
-            variants[name] = entry
-            continue
-        entry = {**entry, "too_few_cases": True}
-        entry["policies"] = {
-            p: {k: {**v, "mean": blank(v["mean"]), "iqm": blank(v["iqm"])} for k, v in kpis.items()}
-            for p, kpis in entry["policies"].items()
-        }
-        if "comparison" in entry:
-            entry["comparison"] = {
-                k: {x: blank(y) for x, y in v.items()} for k, v in entry["comparison"].items()
-            }
-        if "probability_better" in entry:
-            entry["probability_better"] = blank(entry["probability_better"])
-        entry["pairs"] = [
-            {**pair, "kpis": {k: {x: blank(y) for x, y in v.items()} for k, v in pair["kpis"].items()}}
-            for pair in entry.get("pairs", [])
-        ]
-        variants[name] = entry
-    return {**summary, "variants": variants}
-
-
-def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, base: float, scale: float):
+def _change(kpi: Kpi, comparison: Paired, learned: float, base: float, scale: float) -> tuple[str, str]:
     """(verdict, phrase) for one KPI: verdict is better / worse / unclear (different: an unranked KPI).
 
     ``scale`` is the largest absolute mean of this KPI over all policies: differences
@@ -83,106 +51,109 @@ def _change(kpi: dict[str, Any], comparison: dict[str, Any], learned: float, bas
     zero (nor close to zero in some bootstrap resamples, which makes the relative CI explode);
     otherwise the difference is absolute.
     """
-    diff = comparison["difference"]
-    if diff["value"] == diff["low"] == diff["high"] == 0:  # no resample differs: the same every time
+    diff = comparison.difference
+    if diff.value == diff.low == diff.high == 0:  # no resample differs: the same every time
         return "unclear", f"{label(kpi)} the same on every held-out case"
-    sign = 1 if kpi["higher_is_better"] else -1
-    negligible = abs(diff["value"]) < 1e-3 * scale
-    if (diff["low"] > 0 or diff["high"] < 0) and not negligible:
-        verdict = "better" if sign * diff["value"] > 0 else "worse"
-        if not ranked(kpi):
+    sign = 1 if kpi.higher_is_better else -1
+    negligible = abs(diff.value) < 1e-3 * scale
+    if (diff.low > 0 or diff.high < 0) and not negligible:
+        verdict = "better" if sign * diff.value > 0 else "worse"
+        if not kpi.is_ranked:
             verdict = "different"  # a trade-off: higher or lower, never better or worse
     else:
         verdict = "unclear"
-    unit = kpi["unit"]
+    unit = kpi.unit
     percentage = unit == "%" or unit.startswith("% ")  # "%", "% of trains", "% of initial"
-    direction = "higher" if diff["value"] > 0 else "lower"
-    rel = comparison["relative_percent"]
+    direction = "higher" if diff.value > 0 else "lower"
+    rel = comparison.relative_percent
     relative_ok = (
         unit != ""
         and not percentage
         and abs(base) >= 0.01 * scale
-        and all(math.isfinite(rel[k]) and abs(rel[k]) < 1000 for k in ("value", "low", "high"))
+        and all(math.isfinite(x) and abs(x) < 1000 for x in (rel.value, rel.low, rel.high))
     )
     if relative_ok:
-        size = f"{pct(abs(rel['value']))[1:]} {direction}"
-        ci = f"95 % CI {pct(rel['low'])} to {pct(rel['high'])}"
+        size = f"{pct(abs(rel.value))[1:]} {direction}"
+        ci = f"95 % CI {pct(rel.low)} to {pct(rel.high)}"
     else:
-        amount = fmt(abs(diff["value"]))
+        amount = fmt(abs(diff.value))
         points = " percentage point" if amount == "1" else " percentage points"
         unit_text = points if percentage else (f" ({unit})" if unit else "")
         size = f"{amount}{unit_text} {direction}"
-        ci = f"95 % CI {fmt(diff['low'])} to {fmt(diff['high'])}"
+        ci = f"95 % CI {fmt(diff.low)} to {fmt(diff.high)}"
     return verdict, f"{label(kpi)} {size} ({ci})"
 
 
+def judged(
+    summary: Summary, variant: str, kpi: Kpi, policy: str, baseline: str, paired: Paired
+) -> tuple[str, str]:
+    """:func:`_change` of ``policy`` against ``baseline`` on ``kpi`` in ``variant`` (their means, the
+    setting's scale), from their paired difference ``paired``."""
+    entry = summary.variant(variant)
+    return _change(
+        kpi, paired, entry.value(policy, kpi.name), entry.value(baseline, kpi.name), entry.scale(kpi.name)
+    )
+
+
 def averaged_apart(
-    kpis: dict[str, dict[str, Any]], kpi: dict[str, Any], entry: dict[str, Any], learned: str, heuristic: str
-) -> tuple[dict[str, Any], float, float] | None:
+    summary: Summary, kpi: Kpi, variant: str, learned: str, heuristic: str
+) -> tuple[Kpi, float, float] | None:
     """``(base KPI, learned mean, standard mean)`` where ``kpi`` is a mean over a population (its
     ``among``, e.g. delay over the trains that arrived) on which the two policies differ clearly;
     otherwise None. Such means are not compared: fewer trains arriving makes their delay shorter."""
-    among = kpi.get("among")
-    base = kpis.get(among) if among else None
-    if base is None:
+    base = next((k for k in summary.kpis if k.name == kpi.among), None) if kpi.among else None
+    entry = summary.variant(variant)
+    paired = entry.compared(base.name) if base is not None else None
+    if base is None or paired is None:
         return None
-    lb, hb = (entry["policies"][p][base["name"]]["mean"]["value"] for p in (learned, heuristic))
-    verdict, _ = _change(base, entry["comparison"][base["name"]], lb, hb, _scale(entry, base["name"]))
-    return None if verdict == "unclear" else (base, lb, hb)
+    verdict, _ = judged(summary, variant, base, learned, heuristic, paired)
+    return (
+        None
+        if verdict == "unclear"
+        else (base, entry.value(learned, base.name), entry.value(heuristic, base.name))
+    )
 
 
-def _scale(entry: dict[str, Any], name: str) -> float:
-    """Largest absolute mean of KPI ``name`` over the variant's policies (NaN means left out)."""
-    values = (v[name]["mean"]["value"] for v in entry["policies"].values())
-    return max((abs(x) for x in values if math.isfinite(x)), default=0.0)
-
-
-def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
+def variant_findings(summary: Summary, variant: str) -> list[str]:
     """Plain-words findings for one setting: best learned against best standard policy, every KPI.
 
     Below :data:`MIN_CASES` held-out cases there are no confidence intervals and no "beat it n % of
     the time": the numbers are stated and the comparison is called what it is, too small.
     """
-    entry = summary["variants"][variant]
-    kpis = {k["name"]: k for k in summary["kpis"]}
-    primary = kpis[summary["primary_kpi"]]
+    entry = summary.variant(variant)
+    primary = summary.primary
     where = "" if variant == "default" else f"On {variant}: "
-    learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
-    unit = f" {primary['unit']}" if primary["unit"] else ""
+    learned, heuristic = entry.best_learned, entry.best_heuristic
+    unit = unit_suffix(primary)
     if not learned or not heuristic:
         best = learned or heuristic
         if best is None:
             return [
                 f"{where}No policy has results here: every held-out episode ended "
-                f"{failures_ended(failures_in(summary, variant))} (see 'Failed episodes' in the appendix)."
+                f"{failures_ended(summary.failures_in(variant))} (see 'Failed episodes' in the appendix)."
             ] + oracle_lines(summary, variant)
-        stats = entry["policies"][best][primary["name"]]["mean"]
-        kinds = {p["kind"] for p in summary["policies"]}
+        stats = entry.policies[best][primary.name].mean
+        kinds = {p.kind for p in summary.policies}
         why = (
             "the scenario has only one kind of policy" if len(kinds) < 2 else "the other kind has no results"
         )
         ci = ""
-        if cases(entry, best) >= MIN_CASES:
-            ci = f" (95 % CI {fmt(stats['low'])} to {fmt(stats['high'])})"
+        if entry.cases(best) >= MIN_CASES:
+            ci = f" (95 % CI {fmt(stats.low)} to {fmt(stats.high)})"
         return [
-            f"{where}{best} had the best {label(primary)}: {fmt(stats['value'])}{unit}{ci}. No learned-vs-"
+            f"{where}{best} had the best {label(primary)}: {fmt(stats.value)}{unit}{ci}. No learned-vs-"
             f"standard comparison: {why}."
         ] + oracle_lines(summary, variant)
 
-    def means(name: str) -> tuple[float, float, float]:
-        scale = _scale(entry, name)
-        lv, hv = (entry["policies"][p][name]["mean"]["value"] for p in (learned, heuristic))
-        return lv, hv, scale
-
-    lv, hv, scale = means(primary["name"])
-    n = cases(entry, learned, heuristic)
+    lv, hv = entry.value(learned, primary.name), entry.value(heuristic, primary.name)
+    n = entry.cases(learned, heuristic)
     if n < MIN_CASES:
         return [
             f"{where}{learned}, the best learned policy, scored {fmt(lv)}{unit} on {label(primary)} and "
             f"{heuristic}, the best standard policy, {fmt(hv)}{unit}: {too_few(n)}."
         ] + oracle_lines(summary, variant)
-    comparison = entry["comparison"]
-    verdict, phrase = _change(primary, comparison[primary["name"]], lv, hv, scale)
+    comparison = entry.comparison or {}
+    verdict, phrase = judged(summary, variant, primary, learned, heuristic, comparison[primary.name])
     verb = {
         "better": "did better than",
         "worse": "did worse than",
@@ -193,24 +164,23 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
         f"{label(primary)}: {fmt(lv)} vs {fmt(hv)}{unit}; {phrase}."
     ]
     others: dict[str, list[str]] = {"better": [], "worse": [], "unclear": [], "different": []}
-    timed = [label(k) for k in kpis.values() if k.get("wall_clock")]
+    timed = [label(k) for k in summary.kpis if k.wall_clock]
     apart: list[str] = []  # KPIs averaged over populations of clearly different size: not compared
-    for name, kpi in kpis.items():
-        if name == primary["name"] or kpi.get("wall_clock"):
+    for kpi in summary.kpis:
+        if kpi.name == primary.name or kpi.wall_clock:
             continue
-        lv_k, hv_k, scale_k = means(name)
+        lv_k, hv_k = entry.value(learned, kpi.name), entry.value(heuristic, kpi.name)
         if math.isnan(lv_k) or math.isnan(hv_k):
             continue  # not measured for one or both (e.g. a KPI that does not apply here): nothing to compare
-        differs = averaged_apart(kpis, kpi, entry, learned, heuristic)
+        differs = averaged_apart(summary, kpi, variant, learned, heuristic)
         if differs is not None:
             base_kpi, lb, hb = differs
-            base_unit = f" {base_kpi['unit']}" if base_kpi["unit"] else ""
             apart.append(
-                f"{kpi['label']} is not compared: it is averaged over {label(base_kpi)}, and the two "
-                f"policies differ clearly there ({fmt(lb)} vs {fmt(hb)}{base_unit})."
+                f"{kpi.label} is not compared: it is averaged over {label(base_kpi)}, and the two "
+                f"policies differ clearly there ({fmt(lb)} vs {fmt(hb)}{unit_suffix(base_kpi)})."
             )
             continue
-        v, p = _change(kpi, comparison[name], lv_k, hv_k, scale_k)
+        v, p = judged(summary, variant, kpi, learned, heuristic, comparison[kpi.name])
         others[v].append(p if v != "unclear" else label(kpi))
     parts = []
     if others["better"]:
@@ -230,35 +200,32 @@ def variant_findings(summary: dict[str, Any], variant: str) -> list[str]:
             f"{'; '.join(timed).capitalize()}: see the table; computation times depend on the machine "
             "and its load, so they are not ranked here."
         )
-    pb = entry["probability_better"]
+    pb = entry.probability_better
+    assert pb is not None  # written with the comparison
     lines.append(
         f"On a given held-out case, {learned} beat {heuristic} on {label(primary)} "
-        f"{100 * pb['value']:.0f} % of the time (95 % CI {100 * pb['low']:.0f}-{100 * pb['high']:.0f} %)."
+        f"{100 * pb.value:.0f} % of the time (95 % CI {100 * pb.low:.0f}-{100 * pb.high:.0f} %)."
     )
     return lines + oracle_lines(summary, variant)
 
 
-def pair_findings(summary: dict[str, Any]) -> list[str]:
+def pair_findings(summary: Summary) -> list[str]:
     """One sentence per requested comparison (policy minus baseline): where it helps, hurts, or ties."""
-    kpis = {k["name"]: k for k in summary["kpis"]}
-    primary = kpis[summary["primary_kpi"]]
-    variants = list(summary["variants"])
-    pairs = summary["variants"][variants[0]].get("pairs", []) if variants else []
+    primary = summary.primary
+    variants = list(summary.variants)
+    pairs = summary.variants[variants[0]].pairs if variants else []
     lines = []
     for index, pair in enumerate(pairs):
         verdicts: dict[str, list[str]] = {"better": [], "worse": [], "unclear": [], "few": []}
         for variant in variants:
-            entry = summary["variants"][variant]
+            entry = summary.variants[variant]
             where = "" if variant == "default" else f"{variant}: "
-            n = cases(entry, pair["policy"], pair["baseline"])
+            n = entry.cases(pair.policy, pair.baseline)
             if n < MIN_CASES:
                 verdicts["few"].append(f"{where}{n} case(s)")
                 continue
-            result = entry["pairs"][index]["kpis"][primary["name"]]
-            scale = _scale(entry, primary["name"])
-            lv = entry["policies"][pair["policy"]][primary["name"]]["mean"]["value"]
-            bv = entry["policies"][pair["baseline"]][primary["name"]]["mean"]["value"]
-            verdict, phrase = _change(primary, result, lv, bv, scale)
+            result = entry.pairs[index].kpis[primary.name]
+            verdict, phrase = judged(summary, variant, primary, pair.policy, pair.baseline, result)
             verdicts[verdict].append(f"{where}{phrase}")
         parts = []
         if verdicts["better"]:
@@ -269,55 +236,53 @@ def pair_findings(summary: dict[str, Any]) -> list[str]:
             parts.append("could not be told apart on " + "; ".join(verdicts["unclear"]))
         if verdicts["few"]:
             parts.append(f"had too few held-out cases to compare ({'; '.join(verdicts['few'])})")
-        lines.append(f"{pair['policy']} compared with {pair['baseline']}: it " + ", and ".join(parts) + ".")
+        lines.append(f"{pair.policy} compared with {pair.baseline}: it " + ", and ".join(parts) + ".")
     return lines
 
 
-def pair_setting_sentences(summary: dict[str, Any]) -> list[str]:
+def pair_setting_sentences(summary: Summary) -> list[str]:
     """Page 1: one sentence per setting on the scenario's requested comparisons (e.g. "does memory
     help?"): each pair's verdict on the primary KPI, and where both sides trained on several seeds,
     which of the two depends less on its training seed (standard deviation across seeds)."""
-    kpis = {k["name"]: k for k in summary["kpis"]}
-    primary = kpis[summary["primary_kpi"]]
+    primary = summary.primary
     lines = []
-    for variant, entry in summary["variants"].items():
+    for variant, entry in summary.variants.items():
         parts = []
-        for pair in entry.get("pairs", []):
-            policy, baseline = pair["policy"], pair["baseline"]
-            n = cases(entry, policy, baseline)
-            if n < MIN_CASES:
-                parts.append(f"{policy} and {baseline} had too few held-out cases to compare ({n})")
-                continue
-            lv, bv = (entry["policies"][p][primary["name"]]["mean"]["value"] for p in (policy, baseline))
-            verdict, phrase = _change(
-                primary, pair["kpis"][primary["name"]], lv, bv, _scale(entry, primary["name"])
-            )
-            word = {"better": "did better than", "worse": "did worse than"}.get(
-                verdict, "could not be told apart from"
-            )
-            text = f"{policy} {word} {baseline} ({phrase})"
-            stability = pair.get("stability")
-            if stability:
-                text += _stability_clause(stability, policy, baseline)
-            parts.append(text)
+        for pair in entry.pairs:
+            parts.append(_pair_clause(summary, variant, pair, primary))
         if parts:
             where = "" if variant == "default" else f"{variant}: "
             lines.append(where + "; ".join(parts) + ".")
     return lines
 
 
-def _stability_clause(stability: dict[str, Any], policy: str, baseline: str) -> str:
+def _pair_clause(summary: Summary, variant: str, pair: Pair, primary: Kpi) -> str:
+    policy, baseline = pair.policy, pair.baseline
+    n = summary.cases(variant, policy, baseline)
+    if n < MIN_CASES:
+        return f"{policy} and {baseline} had too few held-out cases to compare ({n})"
+    verdict, phrase = judged(summary, variant, primary, policy, baseline, pair.kpis[primary.name])
+    word = {"better": "did better than", "worse": "did worse than"}.get(
+        verdict, "could not be told apart from"
+    )
+    text = f"{policy} {word} {baseline} ({phrase})"
+    if pair.stability:
+        text += _stability_clause(pair.stability, policy, baseline)
+    return text
+
+
+def _stability_clause(stability: Stability, policy: str, baseline: str) -> str:
     """ ", and it was steadier across its N training seeds (SD a against b, ...)" or the opposite."""
-    own, other, diff = stability["policy"], stability["baseline"], stability["sd_difference"]
-    seeds = len(own["per_seed"])
-    if diff["high"] < 0:
+    own, other, diff = stability.policy, stability.baseline, stability.sd_difference
+    seeds = len(own.per_seed)
+    if diff.high < 0:
         how = f"{policy} was the steadier across training seeds"
-    elif diff["low"] > 0:
+    elif diff.low > 0:
         how = f"{baseline} was the steadier across training seeds"
     else:
         how = "their spread across training seeds could not be told apart"
     return (
-        f", and {how} (standard deviation of the {seeds} seeds' means {fmt(own['sd']['value'])} against "
-        f"{fmt(other['sd']['value'])}, difference 95 % CI {fmt(diff['low'])} to {fmt(diff['high'])}; "
-        f"worst seed {fmt(own['worst']['value'])} against {fmt(other['worst']['value'])})"
+        f", and {how} (standard deviation of the {seeds} seeds' means {fmt(own.sd.value)} against "
+        f"{fmt(other.sd.value)}, difference 95 % CI {fmt(diff.low)} to {fmt(diff.high)}; "
+        f"worst seed {fmt(own.worst.value)} against {fmt(other.worst.value)})"
     )

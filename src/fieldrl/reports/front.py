@@ -19,57 +19,49 @@ from fieldrl.reportkit import figures
 from fieldrl.reportkit.context import ReportContext
 from fieldrl.reportkit.layout import CELL_PADDING, min_column_width, spread
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, fmt_cell, join_words, plural
-from fieldrl.reportkit.summary import cases, failures_ended, failures_in, measured_kpis, ranked
-from fieldrl.reports.findings import _change, _scale, averaged_apart, label
+from fieldrl.reports.findings import averaged_apart, judged, label, unit_suffix
+from fieldrl.results import Described, Kpi, Summary, failures_ended
 
 #: the chart on page 1 shows at most this many measures, and is at most this tall
 CHART_KPIS = 4
 CHART_HEIGHT = 4.6 * cm
 
 
-def headline_kpis(summary: dict[str, Any], variant: str, chosen: tuple[str, ...] | list[str]) -> list[dict]:
+def headline_kpis(summary: Summary, variant: str, chosen: tuple[str, ...] | list[str]) -> list[Kpi]:
     """The measures page 1 leads with: the domain's headline KPIs that were measured here, in its order;
     without any, the primary KPI and the next ranked measured ones."""
-    measured = {k["name"]: k for k in measured_kpis(summary, variant)}
+    measured = {k.name: k for k in summary.measured_kpis(variant)}
     picked = [measured[n] for n in chosen if n in measured]
     if picked:
         return picked
-    primary = summary["primary_kpi"]
-    rest = [k for n, k in measured.items() if n != primary and ranked(k)]
+    primary = summary.primary_kpi
+    rest = [k for n, k in measured.items() if n != primary and k.is_ranked]
     return ([measured[primary]] if primary in measured else []) + rest[: CHART_KPIS - 1]
 
 
-def _primary(summary: dict[str, Any]) -> dict[str, Any]:
-    return next(k for k in summary["kpis"] if k["name"] == summary["primary_kpi"])
+def _paren_unit(kpi: Kpi) -> str:
+    return f" ({kpi.unit})" if kpi.unit else ""
 
 
-def _unit(kpi: dict[str, Any]) -> str:
-    return f" {kpi['unit']}" if kpi["unit"] else ""
-
-
-def _paren_unit(kpi: dict[str, Any]) -> str:
-    return f" ({kpi['unit']})" if kpi["unit"] else ""
-
-
-def verdict_sentence(summary: dict[str, Any], variant: str, headlines: list[dict]) -> str:
+def verdict_sentence(summary: Summary, variant: str, headlines: list[Kpi]) -> str:
     """One sentence: the best learned policy against the best standard one, on the headline measures."""
-    entry = summary["variants"][variant]
-    learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
-    primary = _primary(summary)
+    entry = summary.variant(variant)
+    learned, heuristic = entry.best_learned, entry.best_heuristic
+    primary = summary.primary
     if not learned or not heuristic:
         best = learned or heuristic
         if best is None:
             return (
                 "No policy has results: every held-out episode ended "
-                f"{failures_ended(failures_in(summary, variant))}."
+                f"{failures_ended(summary.failures_in(variant))}."
             )
         kind = "learned" if learned else "standard"
-        value = entry["policies"][best][primary["name"]]["mean"]["value"]
+        value = entry.policies[best][primary.name].mean.value
         return (
             f"Only {kind} policies have results here; the best on {label(primary)} was {best} "
-            f"({fmt(value)}{_unit(primary)})."
+            f"({fmt(value)}{unit_suffix(primary)})."
         )
-    n = cases(entry, learned, heuristic)
+    n = entry.cases(learned, heuristic)
     if n < MIN_CASES:
         return (
             f"This run has {plural(n, 'held-out case')}, too few to compare {learned} (the best learned "
@@ -77,9 +69,9 @@ def verdict_sentence(summary: dict[str, Any], variant: str, headlines: list[dict
             "below without confidence intervals."
         )
     groups: dict[str, list[str]] = {"better": [], "worse": [], "unclear": [], "different": []}
+    comparison = entry.comparison or {}
     for k in headlines:
-        lv, hv = (entry["policies"][p][k["name"]]["mean"]["value"] for p in (learned, heuristic))
-        verdict, phrase = _change(k, entry["comparison"][k["name"]], lv, hv, _scale(entry, k["name"]))
+        verdict, phrase = judged(summary, variant, k, learned, heuristic, comparison[k.name])
         groups[verdict].append(phrase if verdict == "different" else label(k))
     clauses = []
     if groups["better"]:
@@ -95,45 +87,44 @@ def verdict_sentence(summary: dict[str, Any], variant: str, headlines: list[dict
     return text + f" (over {n} held-out cases)."
 
 
-def ranking_sentence(summary: dict[str, Any], variant: str, explained: bool) -> str | None:
+def ranking_sentence(summary: Summary, variant: str, explained: bool) -> str | None:
     """The measure that picked "best", when it is not one of the headline measures (e.g. a reward)."""
-    entry = summary["variants"][variant]
-    learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+    entry = summary.variant(variant)
+    learned, heuristic = entry.best_learned, entry.best_heuristic
     if not learned or not heuristic:
         return None
-    primary = _primary(summary)
-    lv, hv = (entry["policies"][p][primary["name"]]["mean"]["value"] for p in (learned, heuristic))
+    primary = summary.primary
+    lv, hv = entry.value(learned, primary.name), entry.value(heuristic, primary.name)
     see = " (see 'How to read this')" if explained else ""
     text = (
         f"The ranking measure, {label(primary)}, picked both{see}: {learned} {fmt(lv)}, "
-        f"{heuristic} {fmt(hv)}{_unit(primary)}"
+        f"{heuristic} {fmt(hv)}{unit_suffix(primary)}"
     )
-    if cases(entry, learned, heuristic) < MIN_CASES:
+    if entry.cases(learned, heuristic) < MIN_CASES:
         return text + "."
-    verdict, phrase = _change(
-        primary, entry["comparison"][primary["name"]], lv, hv, _scale(entry, primary["name"])
+    verdict, phrase = judged(
+        summary, variant, primary, learned, heuristic, (entry.comparison or {})[primary.name]
     )
     return text + ("; no clear difference." if verdict == "unclear" else f"; {phrase}.")
 
 
-def settings_sentence(summary: dict[str, Any], headline: tuple[str, ...] = ()) -> str:
+def settings_sentence(summary: Summary, headline: tuple[str, ...] = ()) -> str:
     """Several settings: in how many the best learned policy beat the best standard one on the primary KPI,
     and in how many it was clearly worse on another of the ``headline`` measures."""
-    primary = _primary(summary)
+    primary = summary.primary
     counts = {"better": 0, "worse": 0, "unclear": 0, "few": 0, "none": 0}
-    for entry in summary["variants"].values():
-        learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+    for variant, entry in summary.variants.items():
+        learned, heuristic = entry.best_learned, entry.best_heuristic
         if not learned or not heuristic:
             counts["none"] += 1
-        elif cases(entry, learned, heuristic) < MIN_CASES:
+        elif entry.cases(learned, heuristic) < MIN_CASES:
             counts["few"] += 1
         else:
-            lv, hv = (entry["policies"][p][primary["name"]]["mean"]["value"] for p in (learned, heuristic))
-            comparison = entry["comparison"][primary["name"]]
-            counts[_change(primary, comparison, lv, hv, _scale(entry, primary["name"]))[0]] += 1
-    n = len(summary["variants"])
+            comparison = (entry.comparison or {})[primary.name]
+            counts[judged(summary, variant, primary, learned, heuristic, comparison)[0]] += 1
+    n = len(summary.variants)
     if counts["few"] == n:
-        fewest = min(cases(e, *e["policies"]) for e in summary["variants"].values())
+        fewest = min(e.all_cases() for e in summary.variants.values())
         return (
             f"Across {n} settings, too few held-out cases ({fewest} in each; at least {MIN_CASES} needed) "
             "to compare the best learned policy with the best standard one: the table sets them side by side."
@@ -154,7 +145,7 @@ def settings_sentence(summary: dict[str, Any], headline: tuple[str, ...] = ()) -
         text += f"; {counts['few']} had too few held-out cases to compare"
     if counts["none"]:
         text += f"; {counts['none']} had only one kind of policy"
-    elsewhere = [v for v in summary["variants"] if _worse_elsewhere(summary, v, headline)]
+    elsewhere = [v for v in summary.variants if _worse_elsewhere(summary, v, headline)]
     if elsewhere:
         text += (
             f". On another headline measure it was clearly worse in {len(elsewhere)} of them "
@@ -163,37 +154,33 @@ def settings_sentence(summary: dict[str, Any], headline: tuple[str, ...] = ()) -
     return text + "."
 
 
-def _headline_changes(
-    summary: dict[str, Any], variant: str, headline: tuple[str, ...]
-) -> dict[str, list[str]]:
+def _headline_changes(summary: Summary, variant: str, headline: tuple[str, ...]) -> dict[str, list[str]]:
     """Phrases for the headline measures other than the primary on which the best learned policy clearly
     differs from the best standard one: ``{"better": [...], "worse": [...]}``. A mean over a population
     the two policies differ clearly on (delay over arrived trains, when fewer arrived) is left out,
     as the findings leave it out."""
-    entry = summary["variants"][variant]
-    kpis = {k["name"]: k for k in summary["kpis"]}
+    entry = summary.variant(variant)
     found: dict[str, list[str]] = {"better": [], "worse": []}
-    learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
-    if not learned or not heuristic or cases(entry, learned, heuristic) < MIN_CASES:
+    learned, heuristic = entry.best_learned, entry.best_heuristic
+    if not learned or not heuristic or entry.cases(learned, heuristic) < MIN_CASES:
         return found
     for kpi in headline_kpis(summary, variant, headline):
-        comparison = (entry.get("comparison") or {}).get(kpi["name"])
+        comparison = entry.compared(kpi.name)
         if (
-            kpi["name"] == summary["primary_kpi"]
-            or kpi.get("wall_clock")
-            or not ranked(kpi)
+            kpi.name == summary.primary_kpi
+            or kpi.wall_clock
+            or not kpi.is_ranked
             or comparison is None
-            or averaged_apart(kpis, kpi, entry, learned, heuristic) is not None
+            or averaged_apart(summary, kpi, variant, learned, heuristic) is not None
         ):
             continue
-        values = [entry["policies"][p][kpi["name"]]["mean"]["value"] for p in (learned, heuristic)]
-        verdict, phrase = _change(kpi, comparison, *values, _scale(entry, kpi["name"]))
+        verdict, phrase = judged(summary, variant, kpi, learned, heuristic, comparison)
         if verdict in found:
             found[verdict].append(phrase)
     return found
 
 
-def _worse_elsewhere(summary: dict[str, Any], variant: str, headline: tuple[str, ...]) -> bool:
+def _worse_elsewhere(summary: Summary, variant: str, headline: tuple[str, ...]) -> bool:
     return bool(headline) and bool(_headline_changes(summary, variant, headline)["worse"])
 
 
@@ -217,44 +204,37 @@ def grid_table(rows: list[list[str]], cell: Any, preferred: tuple[float, ...], w
     return table
 
 
-def _value(stats: dict[str, Any], with_ci: bool) -> str:
-    m = stats["mean"]
-    if not with_ci or m["low"] != m["low"]:
-        return fmt_cell(m["value"])
-    return f"{fmt_cell(m['value'])}<br/><font size=6>[{fmt_cell(m['low'])}, {fmt_cell(m['high'])}]</font>"
+def _value(stats: Described, with_ci: bool) -> str:
+    m = stats.mean
+    if not with_ci or m.low != m.low:
+        return fmt_cell(m.value)
+    return f"{fmt_cell(m.value)}<br/><font size=6>[{fmt_cell(m.low)}, {fmt_cell(m.high)}]</font>"
 
 
-def _best_any(summary: dict[str, Any], variant: str, kpi: dict[str, Any]) -> str:
+def _best_any(summary: Summary, variant: str, kpi: Kpi) -> str:
     """The policy with the best mean on ``kpi`` among all of them (optimum included, and named so)."""
-    if not ranked(kpi):
+    if not kpi.is_ranked:
         return "not ranked"
-    entry = summary["variants"][variant]
-    sign = 1 if kpi["higher_is_better"] else -1
-    scored = {
-        p: v[kpi["name"]]["mean"]["value"]
-        for p, v in entry["policies"].items()
-        if v[kpi["name"]]["mean"]["value"] == v[kpi["name"]]["mean"]["value"]
-    }
-    if not scored:
+    best = summary.best(variant, kpi.name)
+    if best is None:
         return "n/a"
-    best = max(scored, key=lambda p: sign * scored[p])
-    is_oracle = best in (summary.get("oracles") or []) and "optim" not in best.lower()
+    is_oracle = summary.is_oracle(best) and "optim" not in best.lower()
     tag = " (optimum)" if is_oracle else ""
-    return f"{escape(best)}{tag}: {fmt_cell(scored[best])}"
+    return f"{escape(best)}{tag}: {fmt_cell(summary.variant(variant).value(best, kpi.name))}"
 
 
-def headline_table(ctx: ReportContext, variant: str, headlines: list[dict], width: float) -> Table | None:
+def headline_table(ctx: ReportContext, variant: str, headlines: list[Kpi], width: float) -> Table | None:
     """Measures x (best standard, best learned, best of all): the one table page 1 holds."""
     summary = ctx.summary
-    entry = summary["variants"][variant]
-    pair = [p for p in (entry.get("best_heuristic"), entry.get("best_learned")) if p]
+    entry = summary.variant(variant)
+    pair = [p for p in (entry.best_heuristic, entry.best_learned) if p]
     if not pair:
         return None
-    primary = _primary(summary)
+    primary = summary.primary
     rows_kpis = headlines if primary in headlines else [primary, *headlines]
-    with_ci = cases(entry, *pair) >= MIN_CASES
+    with_ci = entry.cases(*pair) >= MIN_CASES
     cell = ctx.styles["Cell"]
-    kinds = ["best standard" if p == entry.get("best_heuristic") else "best learned" for p in pair]
+    kinds = ["best standard" if p == entry.best_heuristic else "best learned" for p in pair]
     header = ["<b>Measure</b>"] + [
         f"<b>{escape(p)}</b><br/><i>{k}</i>" for p, k in zip(pair, kinds, strict=True)
     ]
@@ -262,11 +242,11 @@ def headline_table(ctx: ReportContext, variant: str, headlines: list[dict], widt
     rows = [header]
     for k in rows_kpis:
         note = " <i>(ranks the policies)</i>" if k is primary and primary not in headlines else ""
-        arrow = "higher is better" if k["higher_is_better"] else "lower is better"
-        arrow = arrow if ranked(k) else "not ranked"
+        arrow = "higher is better" if k.higher_is_better else "lower is better"
+        arrow = arrow if k.is_ranked else "not ranked"
         rows.append(
-            [f"{escape(k['label'])}{escape(_paren_unit(k))}{note}<br/><font size=6>{arrow}</font>"]
-            + [_value(entry["policies"][p][k["name"]], with_ci) for p in pair]
+            [f"{escape(k.label)}{escape(_paren_unit(k))}{note}<br/><font size=6>{arrow}</font>"]
+            + [_value(entry.policies[p][k.name], with_ci) for p in pair]
             + [_best_any(summary, variant, k)]
         )
     preferred = (5 * cm,) + (3 * cm,) * len(pair) + (3.5 * cm,)
@@ -276,7 +256,7 @@ def headline_table(ctx: ReportContext, variant: str, headlines: list[dict], widt
 def settings_table(ctx: ReportContext, width: float) -> Table:
     """Several settings: one row each, best standard against best learned on the primary KPI."""
     summary = ctx.summary
-    primary = _primary(summary)
+    primary = summary.primary
     cell = ctx.styles["Cell"]
     rows = [
         [
@@ -286,22 +266,21 @@ def settings_table(ctx: ReportContext, width: float) -> Table:
             "<b>Learned against standard</b>",
         ]
     ]
-    for variant, entry in summary["variants"].items():
-        learned, heuristic = entry.get("best_learned"), entry.get("best_heuristic")
+    for variant, entry in summary.variants.items():
+        learned, heuristic = entry.best_learned, entry.best_heuristic
         pair = [p for p in (heuristic, learned) if p]
-        with_ci = bool(pair) and cases(entry, *pair) >= MIN_CASES
+        with_ci = bool(pair) and entry.cases(*pair) >= MIN_CASES
         shown = [
-            "-" if p is None else f"{escape(p)}: {_value(entry['policies'][p][primary['name']], with_ci)}"
+            "-" if p is None else f"{escape(p)}: {_value(entry.policies[p][primary.name], with_ci)}"
             for p in (heuristic, learned)
         ]
         if not learned or not heuristic:
             verdict = "no comparison (one kind only)"
         elif not with_ci:
-            verdict = f"too few cases to compare ({cases(entry, learned, heuristic)})"
+            verdict = f"too few cases to compare ({entry.cases(learned, heuristic)})"
         else:
-            lv, hv = (entry["policies"][p][primary["name"]]["mean"]["value"] for p in (learned, heuristic))
-            comparison = entry["comparison"][primary["name"]]
-            verdict, phrase = _change(primary, comparison, lv, hv, _scale(entry, primary["name"]))
+            comparison = (entry.comparison or {})[primary.name]
+            verdict, phrase = judged(summary, variant, primary, learned, heuristic, comparison)
             verdict = {"better": "better", "worse": "worse", "unclear": "no clear difference"}[verdict]
             verdict = f"{verdict}: {escape(phrase)}" + _other_headlines(ctx, variant)
         rows.append([escape(variant), *shown, verdict])
@@ -319,7 +298,7 @@ def _other_headlines(ctx: ReportContext, variant: str) -> str:
 def glossary(ctx: ReportContext, with_ci: bool) -> list[str]:
     """'How to read this': the terms page 1 and the tables use, each in one sentence."""
     scenario, summary = ctx.scenario, ctx.summary
-    primary = _primary(summary)
+    primary = summary.primary
     n_seeds, episodes = len(scenario.seeds.eval), scenario.episodes_per_seed
     each = f", {episodes} episodes each" if episodes > 1 else ""
     algorithms = [e.label for e in scenario.policies.learned]
@@ -340,11 +319,11 @@ def glossary(ctx: ReportContext, with_ci: bool) -> list[str]:
     ]
     domain_terms = getattr(ctx.domain, "glossary", {})
     explained = {t.lower() for t in domain_terms}
-    if summary.get("oracles") and not explained & {o.lower() for o in summary["oracles"]}:
+    if summary.oracles and not explained & {o.lower() for o in summary.oracles}:
         terms.append(
             (
                 "Optimum",
-                f"{', '.join(summary['oracles'])}: an exact optimiser that knows the model; a ceiling to "
+                f"{', '.join(summary.oracles)}: an exact optimiser that knows the model; a ceiling to "
                 "read the others against, not a standard policy.",
             )
         )
@@ -368,12 +347,12 @@ def glossary(ctx: ReportContext, with_ci: bool) -> list[str]:
     return [f"<b>{escape(t)}</b>: {escape(x)}" for t, x in terms]
 
 
-def chart(ctx: ReportContext, headlines: list[dict], width: float) -> Any:
+def chart(ctx: ReportContext, headlines: list[Kpi], width: float) -> Any:
     """One chart: every policy on the headline measures (one setting), or best against best per setting."""
     summary = ctx.summary
-    if len(summary["variants"]) > 1:
+    if len(summary.variants) > 1:
         png = figures.best_by_setting(summary)
     else:
-        variant = next(iter(summary["variants"]))
+        variant = next(iter(summary.variants))
         png = figures.kpi_comparison(summary, variant, kpis=headlines[:CHART_KPIS], ncols=CHART_KPIS)
     return ctx.figure("page1-chart", png, width=width, max_height=CHART_HEIGHT)

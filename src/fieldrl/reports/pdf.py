@@ -44,7 +44,7 @@ from fieldrl.evaluation.readback import TRACES_FILE, read_results, read_summary,
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.evaluation.stress import StressSummary, read_stress_summary
 from fieldrl.reportkit import figures
-from fieldrl.reportkit.context import ReportContext
+from fieldrl.reportkit.context import ReportContext, for_report
 from fieldrl.reportkit.layout import (
     CELL_PADDING,
     MARGIN,
@@ -57,17 +57,12 @@ from fieldrl.reportkit.layout import (
     text_table,
 )
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, fmt_cell, join_words, plural, too_few
-from fieldrl.reportkit.summary import cases, failures_ended, measured_kpis, ranked
 from fieldrl.reports import front
 from fieldrl.reports.decisions import decision_pages
-from fieldrl.reports.findings import (
-    masked_for_small_samples,
-    pair_findings,
-    pair_setting_sentences,
-    variant_findings,
-)
+from fieldrl.reports.findings import pair_findings, pair_setting_sentences, variant_findings
 from fieldrl.reports.replay import replay_pages
 from fieldrl.reports.stress import front_sentence, stress_pages
+from fieldrl.results import Kpi, Summary, TrainingRecord, VariantResult, failures_ended
 from fieldrl.scenario import Scenario, budget_name
 
 #: the curve files training writes beside each model, and their columns: written out here, since the
@@ -134,26 +129,20 @@ def _curves(
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def selection_kpi(summary: dict[str, Any]) -> dict[str, Any]:
-    """The summary's KPI record that chose checkpoints on the validation seeds."""
-    scored = summary.get("selection_kpi") or summary["primary_kpi"]
-    return next(k for k in summary["kpis"] if k["name"] == scored)
-
-
-def best_heuristic_on_validation(summary: dict[str, Any], variant: str) -> tuple[str, float] | None:
+def best_heuristic_on_validation(summary: Summary, variant: str) -> tuple[str, float] | None:
     """The best heuristic's mean selection KPI on the validation seeds, if they were scored."""
-    scores = ((summary.get("validation") or {}).get("heuristics") or {}).get(variant) or {}
-    oracles = set(summary.get("oracles") or [])
-    finite = {k: v for k, v in scores.items() if v is not None and math.isfinite(v) and k not in oracles}
+    scores = summary.heuristic_validation(variant)
+    finite = {
+        k: v for k, v in scores.items() if v is not None and math.isfinite(v) and not summary.is_oracle(k)
+    }
     if not finite:
         return None
-    kpi = selection_kpi(summary)
-    pick = max if kpi["higher_is_better"] else min
+    pick = max if summary.selection.higher_is_better else min
     name = pick(finite, key=finite.__getitem__)
     return name, finite[name]
 
 
-def flattered_by_selection(summary: dict[str, Any], scenario: Scenario, variant: str) -> list[str]:
+def flattered_by_selection(summary: Summary, scenario: Scenario, variant: str) -> list[str]:
     """A sentence naming the learned policies whose kept checkpoints beat the best standard policy
     on the validation cases but are behind that same policy on the held-out cases (none: empty).
 
@@ -167,23 +156,19 @@ def flattered_by_selection(summary: dict[str, Any], scenario: Scenario, variant:
     if rule is None:
         return []
     rule_name, rule_validation = rule
-    kpi = selection_kpi(summary)
-    scored = kpi["name"]
-    better = (lambda a, b: a > b) if kpi["higher_is_better"] else (lambda a, b: a < b)
-    unit = f" {kpi['unit']}" if kpi.get("unit") else ""
-    held_out = summary["variants"][variant]["policies"]
-
-    def held_out_mean(policy: str) -> float:
-        value = (((held_out.get(policy) or {}).get(scored) or {}).get("mean") or {}).get("value")
-        return math.nan if value is None else float(value)
+    kpi = summary.selection
+    better = (lambda a, b: a > b) if kpi.higher_is_better else (lambda a, b: a < b)
+    unit = f" {kpi.unit}" if kpi.unit else ""
+    held_out = summary.variant(variant)
 
     flattered: list[tuple[str, float, float]] = []
-    rule_test = held_out_mean(rule_name)
+    rule_test = held_out.value(rule_name, kpi.name)
     for entry in scenario.policies.learned:
-        records = training_records(summary, variant, entry.label)
-        selected = [(r.get("selected") or {}).get("value") for r in records]
-        kept = [float(v) for v in selected if v is not None and math.isfinite(v)]
-        learned_test = held_out_mean(entry.label)
+        records = summary.training_records(variant, entry.label)
+        kept = [
+            r.selected.value for r in records if r.selected is not None and math.isfinite(r.selected.value)
+        ]
+        learned_test = held_out.value(entry.label, kpi.name)
         if not kept or not math.isfinite(learned_test) or not math.isfinite(rule_test):
             continue
         learned_validation = sum(kept) / len(kept)
@@ -208,19 +193,13 @@ def flattered_by_selection(summary: dict[str, Any], scenario: Scenario, variant:
     ]
 
 
-def training_records(summary: dict[str, Any], variant: str, policy: str) -> list[dict[str, Any]]:
-    """What each training seed's weights file says about its training (see ``policies.weights``)."""
-    learned = ((summary.get("validation") or {}).get("learned") or {}).get(variant) or {}
-    return list((learned.get(policy) or {}).values())
-
-
-def untrained_warnings(summary: dict[str, Any], scenario: Scenario) -> list[str]:
+def untrained_warnings(summary: Summary, scenario: Scenario) -> list[str]:
     """One sentence per learned policy whose held-out model made no gradient update."""
     lines = []
     for variant in scenario.variant_names:
         where = "" if variant == "default" else f" ({variant})"
         for entry in scenario.policies.learned:
-            records = training_records(summary, variant, entry.label)
+            records = summary.training_records(variant, entry.label)
             idle = [r for r in records if _kept_updates(r) == 0]
             if not idle:
                 continue
@@ -240,7 +219,7 @@ def _start_of(entry: Any) -> str:
     return "behaviour-cloned warm start" if entry.imitate else "untrained network"
 
 
-def collapsed_untrained_warnings(summary: dict[str, Any], scenario: Scenario) -> list[str]:
+def collapsed_untrained_warnings(summary: Summary, scenario: Scenario) -> list[str]:
     """:func:`untrained_warnings` in one sentence, however many policies and settings it concerns
     (page 1 has room for one warning, not one per policy and setting)."""
     if len(scenario.variant_names) == 1 and len(scenario.policies.learned) == 1:
@@ -249,7 +228,7 @@ def collapsed_untrained_warnings(summary: dict[str, Any], scenario: Scenario) ->
     for entry in scenario.policies.learned:
         hit, idle, total = [], 0, 0
         for variant in scenario.variant_names:
-            records = training_records(summary, variant, entry.label)
+            records = summary.training_records(variant, entry.label)
             n = sum(1 for r in records if _kept_updates(r) == 0)
             idle, total = idle + n, total + len(records)
             if n:
@@ -267,77 +246,61 @@ def collapsed_untrained_warnings(summary: dict[str, Any], scenario: Scenario) ->
     ]
 
 
-def _kept_updates(record: dict[str, Any]) -> int | None:
-    selected = record.get("selected")
-    if selected:
-        return selected.get("gradient_updates")
-    return record.get("gradient_updates")
+def _kept_updates(record: TrainingRecord) -> int:
+    """Gradient updates of the model held out: its kept checkpoint's, else its last."""
+    return record.selected.gradient_updates if record.selected else record.gradient_updates
 
 
-def best_policies(
-    entry: dict[str, Any], kpis: list[dict[str, Any]], stat: str = "mean"
-) -> dict[str, str | None]:
+def best_policies(entry: VariantResult, kpis: list[Kpi], stat: str = "mean") -> dict[str, str | None]:
     """KPI name -> the policy with the best ``stat`` value; None where no policy has a value (NaN)."""
-    best: dict[str, str | None] = {}
-    for k in kpis:
-        sign = 1 if k["higher_is_better"] else -1
-        scored = {
-            p: sign * v[k["name"]][stat]["value"]
-            for p, v in entry["policies"].items()
-            if math.isfinite(v[k["name"]][stat]["value"])
-        }
-        best[k["name"]] = max(scored, key=scored.__getitem__) if scored else None
-    return best
+    return {k.name: entry.best(k, stat) for k in kpis}
 
 
 #: width of the policy column of KPI tables
 POLICY_COLUMN = 3.2 * cm
 
 
-def _kind_label(summary: dict[str, Any], policy: str) -> str:
-    if policy in (summary.get("oracles") or []):
+def _kind_label(summary: Summary, policy: str) -> str:
+    if summary.is_oracle(policy):
         return "optimum (reference)"
-    kinds = {p["name"]: p["kind"] for p in summary["policies"]}
-    return {"heuristic": "standard", "learned": "learned"}.get(kinds.get(policy, ""), "")
+    return {"heuristic": "standard", "learned": "learned"}.get(summary.kind(policy) or "", "")
 
 
-def _kpi_header(k: dict[str, Any]) -> str:
-    arrow = "higher is better" if k["higher_is_better"] else "lower is better"
-    arrow = arrow if ranked(k) else "not ranked"
-    unit = f" ({escape(k['unit'])})" if k["unit"] else ""
-    return f"<b>{escape(k['label'])}</b>{unit}<br/><i>{arrow}</i>"
+def _kpi_header(k: Kpi) -> str:
+    arrow = "higher is better" if k.higher_is_better else "lower is better"
+    arrow = arrow if k.is_ranked else "not ranked"
+    unit = f" ({escape(k.unit)})" if k.unit else ""
+    return f"<b>{escape(k.label)}</b>{unit}<br/><i>{arrow}</i>"
 
 
-def _kpi_cells(ctx: ReportContext, variant: str, stat: str, kpis: list[dict[str, Any]]) -> list[list[str]]:
+def _kpi_cells(ctx: ReportContext, variant: str, stat: str, kpis: list[Kpi]) -> list[list[str]]:
     """Header and one row per policy, as paragraph markup (policy column first)."""
     summary = ctx.summary
-    entry = summary["variants"][variant]
-    with_ci = cases(entry, *entry["policies"]) >= MIN_CASES
+    entry = summary.variant(variant)
+    with_ci = entry.all_cases() >= MIN_CASES
     best = best_policies(entry, kpis, stat)
     rows = [["<b>Policy</b>"] + [_kpi_header(k) for k in kpis]]
-    for policy, values in entry["policies"].items():
+    for policy, values in entry.policies.items():
         row = [f"{escape(policy)}<br/><font size=6>{_kind_label(summary, policy)}</font>"]
         for k in kpis:
-            m = values[k["name"]][stat]
-            if stat == "iqm" and k.get("binary"):
+            m = values[k.name].stat(stat)
+            if stat == "iqm" and k.binary:
                 row.append("n/a<br/><font size=6>yes/no outcome</font>")
                 continue
-            text = fmt_cell(m["value"])
-            if with_ci and m["value"] == m["value"]:
-                text += f"<br/><font size=6>[{fmt_cell(m['low'])}, {fmt_cell(m['high'])}]</font>"
-            if ranked(k) and best[k["name"]] == policy:
+            text = fmt_cell(m.value)
+            if with_ci and m.value == m.value:
+                text += f"<br/><font size=6>[{fmt_cell(m.low)}, {fmt_cell(m.high)}]</font>"
+            if k.is_ranked and best[k.name] == policy:
                 text = f"<b>{text}</b>"
             row.append(text)
         rows.append(row)
     return rows
 
 
-def kpi_table(
-    ctx: ReportContext, variant: str, stat: str = "mean", kpis: list[dict[str, Any]] | None = None
-) -> Table:
+def kpi_table(ctx: ReportContext, variant: str, stat: str = "mean", kpis: list[Kpi] | None = None) -> Table:
     """Policies x KPIs: ``stat`` (mean or iqm), with its CI where there are enough held-out cases; bold
     marks the best per ranked KPI. Every column is at least as wide as its widest header word."""
-    kpis = kpis or ctx.summary["kpis"]
+    kpis = kpis or ctx.summary.kpis
     rows = _kpi_cells(ctx, variant, stat, kpis)
     size = ctx.styles["Cell"].fontSize
     first = max(POLICY_COLUMN, min_column_width([r[0] for r in rows], size))
@@ -352,9 +315,8 @@ def kpi_table(
         ("LEFTPADDING", (0, 0), (-1, -1), CELL_PADDING),
         ("RIGHTPADDING", (0, 0), (-1, -1), CELL_PADDING),
     ]
-    kinds = {p["name"]: p["kind"] for p in ctx.summary["policies"]}
-    for i, policy in enumerate(ctx.summary["variants"][variant]["policies"], start=1):
-        if kinds.get(policy) == "learned":
+    for i, policy in enumerate(ctx.summary.variant(variant).policies, start=1):
+        if ctx.summary.kind(policy) == "learned":
             style.append(("BACKGROUND", (0, i), (-1, i), colors.HexColor("#f4f8fc")))
     table.setStyle(TableStyle(style))
     return table
@@ -363,7 +325,7 @@ def kpi_table(
 def kpi_tables(ctx: ReportContext, variant: str, stat: str = "mean") -> list[Table]:
     """:func:`kpi_table` split into as few tables as fit the page width with no header word broken
     (each repeats the policy column): nine traffic KPIs become two tables, not nine squeezed columns."""
-    kpis = ctx.summary["kpis"]
+    kpis = ctx.summary.kpis
     rows = _kpi_cells(ctx, variant, stat, kpis)
     size = ctx.styles["Cell"].fontSize
     first = max(POLICY_COLUMN, min_column_width([r[0] for r in rows], size))
@@ -378,9 +340,10 @@ def _bullets(items: list[Paragraph]) -> ListFlowable:
 
 def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) -> Path:
     domain = get_domain(scenario.domain)
-    summary = read_summary(folder, scenario, domain)
     results = read_results(folder, scenario)
-    summary = with_domain_facts(_without_oracle_as_best(summary, results, scenario, domain), scenario, domain)
+    summary = for_report(
+        _without_oracle_as_best(read_summary(folder, scenario, domain), results, scenario, domain)
+    )
     ctx = ReportContext(
         folder=folder,
         scenario=scenario,
@@ -389,7 +352,7 @@ def build_report(folder: RunFolder, scenario: Scenario, meta: dict[str, Any]) ->
         results=results,
         traces=read_traces(folder, scenario),
         styles=stylesheet(),
-        colors=figures.policy_colors(summary["policies"]),
+        colors=figures.policy_colors(summary.policies),
     )
     title = scenario.report.title or f"{domain.title}: {scenario.name}"
     stress = read_stress_summary(folder)
@@ -443,33 +406,17 @@ SECTION_ROOM = 9 * cm
 
 
 def _without_oracle_as_best(
-    summary: dict[str, Any], results: pd.DataFrame, scenario: Scenario, domain: Domain
-) -> dict[str, Any]:
-    """A summary written before exact optimisers were set apart picked one as "best heuristic" and
-    compared the learned policy with it: re-summarise such a run from its results (nothing is re-run)."""
+    summary: Summary, results: pd.DataFrame, scenario: Scenario, domain: Domain
+) -> Summary:
+    """A summary written before exact optimisers were set apart (its file has no ``oracles``) picked one as
+    "best heuristic" and compared the learned policy with it: such a run is re-summarised from its results
+    (nothing is re-run)."""
     from fieldrl.evaluation.summary import oracle_labels, summarize
 
-    if "oracles" in summary or not oracle_labels(scenario, domain):
+    if "oracles" in summary.model_fields_set or not oracle_labels(scenario, domain):
         return summary
-    fresh = summarize(results, scenario, domain, summary.get("budget", "full"))
-    return {**summary, "variants": fresh["variants"], "oracles": fresh["oracles"]}
-
-
-def with_domain_facts(summary: dict[str, Any], scenario: Scenario, domain: Domain) -> dict[str, Any]:
-    """``summary`` with what the domain declares and older summaries lack: which KPIs are yes/no or not
-    ranked, and which heuristics are exact optimisers (the report reads these, evaluation is unchanged);
-    intervals of settings with too few held-out cases are blanked (:func:`masked_for_small_samples`)."""
-    from fieldrl.evaluation.summary import oracle_labels
-
-    known = {k.name: k for k in domain.kpis}
-    kpis = []
-    for k in summary["kpis"]:
-        spec = known.get(k["name"])
-        if spec is not None:
-            k = {"binary": spec.binary, "ranked": spec.ranked and not spec.wall_clock, **k}
-        kpis.append(k)
-    oracles = summary.get("oracles", oracle_labels(scenario, domain))
-    return masked_for_small_samples({**summary, "kpis": kpis, "oracles": oracles})
+    fresh = summarize(results, scenario, domain, summary.budget or "full")
+    return summary.model_copy(update={"variants": fresh.variants, "oracles": fresh.oracles})
 
 
 #: front-page caveat for runs below the full budget
@@ -503,8 +450,8 @@ def _front_page(
     headlines = front.headline_kpis(summary, variants[0], tuple(ctx.domain.headline_kpis))
     if single:
         story.append(ctx.para(front.verdict_sentence(summary, variants[0], headlines), "Verdict"))
-        primary = summary["primary_kpi"]
-        if primary not in [k["name"] for k in headlines]:
+        primary = summary.primary_kpi
+        if primary not in [k.name for k in headlines]:
             ranking = ctx.domain.kpi(primary).label.lower()
             explained = any(term.lower() in ranking for term in ctx.domain.glossary)
             line = front.ranking_sentence(summary, variants[0], explained)
@@ -522,7 +469,7 @@ def _front_page(
         story.append(ctx.para(stressed, "Finding"))
     for line in pair_setting_sentences(summary):  # the scenario's own question, e.g. does memory help?
         story.append(ctx.para(line, "Finding"))
-    failures = summary.get("failed_episodes") or []
+    failures = summary.failed_episodes
     if failures:
         runs = len(scenario.policies.heuristics) + len(scenario.policies.learned) * len(scenario.seeds.train)
         n_eval = len(scenario.seeds.eval) * scenario.episodes_per_seed
@@ -536,11 +483,7 @@ def _front_page(
             )
         )
     story.extend(_effort_block(ctx))
-    entry = summary["variants"][variants[0]]
-    with_ci = all(
-        cases(e, *e["policies"]) >= MIN_CASES for e in summary["variants"].values() if e["policies"]
-    )
-    del entry
+    with_ci = all(e.all_cases() >= MIN_CASES for e in summary.variants.values() if e.policies)
     story.append(Paragraph("How to read this", styles["Heading3"]))
     story.extend(Paragraph(line, styles["Term"], bulletText="•") for line in front.glossary(ctx, with_ci))
     return story
@@ -579,7 +522,7 @@ def _findings_pages(ctx: ReportContext, budget: str) -> list[Any]:
     story: list[Any] = [Paragraph("About this run", styles["Heading2"])]
     if scenario.description:
         story.append(ctx.para(scenario.description.strip()))
-    oracles = set(ctx.summary.get("oracles") or [])
+    oracles = set(ctx.summary.oracles)
     story.append(ctx.para(_compared_text(scenario, sorted(oracles), budget)))
     story.append(Paragraph("Key findings", styles["Heading2"]))
     for variant in scenario.variant_names:
@@ -610,7 +553,7 @@ def _effort_block(ctx: ReportContext) -> list[Any]:
         [_validation_curves(ctx.folder, scenario, v) for v in scenario.variant_names] if warm_started else []
     )
     for entry in scenario.policies.learned:
-        records = [r for v in scenario.variant_names for r in training_records(ctx.summary, v, entry.label)]
+        records = [r for v in scenario.variant_names for r in ctx.summary.training_records(v, entry.label)]
         rows.append(
             [
                 entry.label,
@@ -631,12 +574,12 @@ def _span(values: list[float], fmt_spec: str = ",.0f") -> str:
     return f"{low:{fmt_spec}}" if low == high else f"{low:{fmt_spec}}–{high:{fmt_spec}}"
 
 
-def _trained_text(records: list[dict[str, Any]]) -> str:
+def _trained_text(records: list[TrainingRecord]) -> str:
     if not records:
         return "no model found"
-    steps = _span([r.get("num_timesteps", 0) for r in records])
-    updates = _span([r.get("gradient_updates", 0) for r in records])
-    pulled = [(r.get("fine_tune") or {}).get("pull_updates", 0) for r in records]
+    steps = _span([r.num_timesteps for r in records])
+    updates = _span([r.gradient_updates for r in records])
+    pulled = [r.fine_tune.pull_updates if r.fine_tune else 0 for r in records]
     pull = f" + {_span(pulled)} steps of the pull toward the clone" if any(pulled) else ""
     return f"{steps} env steps, {updates} gradient updates{pull} ({len(records)} model(s))"
 
@@ -646,7 +589,7 @@ def _moved_past_text(ctx: ReportContext, entry: Any, curves: list[pd.DataFrame])
     seeds (from each setting's validation ``curves``, whose first row per model scores the start)."""
     if entry.imitate is None and entry.residual is None:
         return ""
-    higher = bool(selection_kpi(ctx.summary)["higher_is_better"])
+    higher = ctx.summary.selection.higher_is_better
     found = []
     for frame in curves:
         if frame.empty:
@@ -670,11 +613,11 @@ def _moved_past_text(ctx: ReportContext, entry: Any, curves: list[pd.DataFrame])
     return f"; first moved past {start} at {at} steps, {cpu} CPU s{share}"
 
 
-def _kept_text(records: list[dict[str, Any]]) -> str:
-    selected = [r["selected"] for r in records if r.get("selected")]
+def _kept_text(records: list[TrainingRecord]) -> str:
+    selected = [r.selected for r in records if r.selected]
     if not selected:
         return "final weights (no validation seeds)"
-    at = _span([s["timesteps"] for s in selected])
+    at = _span([s.timesteps for s in selected])
     return f"best of its validation checkpoints, at {at} steps"
 
 
@@ -719,8 +662,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
     """KPI table, comparison chart and learning curves of one variant."""
     styles = ctx.styles
     suffix = "" if variant == "default" else f" — {variant}"
-    entry = ctx.summary["variants"][variant]
-    n = cases(entry, *entry["policies"]) if entry["policies"] else 0
+    n = ctx.summary.variant(variant).all_cases()
     spread_note = (
         "brackets: 95 % CI"
         if n >= MIN_CASES
@@ -744,7 +686,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
         ),
     ]
     story: list[Any] = [KeepTogether(head), *rest]
-    n_kpis = len(measured_kpis(ctx.summary, variant))
+    n_kpis = len(ctx.summary.measured_kpis(variant))
     png = figures.kpi_comparison(ctx.summary, variant, ncols=4 if n_kpis > 6 else 3)
     chart = ctx.figure(f"kpis-{variant}", png, max_height=CHART_HEIGHT)
     story.append(KeepTogether([Paragraph(f"Comparison chart{suffix}", styles["Heading3"]), chart]))
@@ -764,7 +706,7 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
             )
         )
     curves = _validation_curves(ctx.folder, ctx.scenario, variant)
-    kpi = ctx.domain.kpi(ctx.summary.get("selection_kpi") or ctx.summary["primary_kpi"])
+    kpi = ctx.domain.kpi(ctx.summary.selection.name)
     heuristic = best_heuristic_on_validation(ctx.summary, variant)
     flattered = "".join(f" {line}" for line in flattered_by_selection(ctx.summary, ctx.scenario, variant))
     png = figures.validation_curves(curves, heuristic, kpi.label, ctx.colors)
@@ -788,10 +730,10 @@ def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
     return story
 
 
-def _not_measured_text(summary: dict[str, Any], variant: str) -> str:
+def _not_measured_text(summary: Summary, variant: str) -> str:
     """A note on KPIs without a value for any policy in ``variant`` (n/a column, no chart panel)."""
-    measured = {k["name"] for k in measured_kpis(summary, variant)}
-    missing = [k["label"] for k in summary["kpis"] if k["name"] not in measured]
+    measured = {k.name for k in summary.measured_kpis(variant)}
+    missing = [k.label for k in summary.kpis if k.name not in measured]
     if not missing:
         return ""
     which = ", ".join(f"'{m}'" for m in missing)
@@ -805,8 +747,8 @@ def _comparison_pages(ctx: ReportContext) -> list[Any]:
     for index, pair in enumerate(ctx.scenario.report.comparisons):
         png = figures.pair_differences(ctx.summary, index)
         heading = f"{escape(pair.policy)} against {escape(pair.baseline)}"
-        entries = ctx.summary["variants"].values()
-        n = min((cases(e, pair.policy, pair.baseline) for e in entries), default=0)
+        entries = ctx.summary.variants.values()
+        n = min((e.cases(pair.policy, pair.baseline) for e in entries), default=0)
         if n >= MIN_CASES:
             caption = (
                 "Difference on the same held-out cases (policy minus baseline) in every setting, "
@@ -863,7 +805,7 @@ def _setting_text(value: Any, limit: int = 70) -> str:
 def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
     s, styles = ctx.scenario, ctx.styles
     out: list[Any] = [Paragraph("Appendix: methods and reproducibility", styles["Heading2"])]
-    conf = int(round(100 * ctx.summary["confidence"]))
+    conf = int(round(100 * ctx.summary.confidence))
     out.append(
         ctx.para(
             "Protocol. Learned policies were trained with Stable-Baselines3 on the training seeds only. "
@@ -871,14 +813,14 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
             "evaluation seeds (common random numbers: the same simulated cases for everyone). Each number is "
             f"the mean over held-out episodes (and over training seeds for learned policies). {conf} % "
             f"confidence intervals come from a stratified percentile bootstrap "
-            f"({ctx.summary['bootstrap_samples']} resamples) over training seeds and evaluation seeds, "
+            f"({ctx.summary.bootstrap_samples} resamples) over training seeds and evaluation seeds, "
             "using the same evaluation-seed draws for every policy, so comparisons are paired. The "
             "interquartile mean (IQM, table below) is reported beside the mean for robustness. "
             "'Best' policies are chosen by the primary measure, "
-            f"{ctx.domain.kpi(ctx.summary['primary_kpi']).label}."
+            f"{ctx.domain.kpi(ctx.summary.primary_kpi).label}."
         )
     )
-    failed = ctx.summary.get("failed_episodes") or []
+    failed = ctx.summary.failed_episodes
     if failed:
         out.append(Paragraph("Failed episodes", styles["Heading3"]))
         out.append(
@@ -890,11 +832,11 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
             )
         )
         for f in failed[:10]:
-            where = "" if f["variant"] == "default" else f" [{f['variant']}]"
+            where = "" if f.variant == "default" else f" [{f.variant}]"
             out.append(
                 ctx.para(
-                    f"{f['policy']}{where}, train seed {f['train_seed']}, eval seed {f['eval_seed']}, "
-                    f"episode {f['episode']}: {f['reason']}",
+                    f"{f.policy}{where}, train seed {f.train_seed}, eval seed {f.eval_seed}, "
+                    f"episode {f.episode}: {f.reason}",
                     "Small",
                 )
             )
@@ -922,7 +864,7 @@ def _appendix(ctx: ReportContext, meta: dict[str, Any]) -> list[Any]:
         )
     for entry in s.policies.learned:
         hp = ", ".join(f"{k}={v}" for k, v in entry.hyperparameters.items()) or "SB3 defaults"
-        records = [r for v in s.variant_names for r in training_records(ctx.summary, v, entry.label)]
+        records = [r for v in s.variant_names for r in ctx.summary.training_records(v, entry.label)]
         rows.append(
             [
                 entry.label,

@@ -12,8 +12,9 @@ from fieldrl.reportkit import figures
 from fieldrl.reportkit.context import ReportContext
 from fieldrl.reportkit.layout import PAGE_WIDTH, text_table
 from fieldrl.reportkit.numbers import MIN_CASES, fmt, join_words, with_range
-from fieldrl.reports.findings import _change, _scale
+from fieldrl.reports.findings import _change
 from fieldrl.reports.findings import label as in_sentence
+from fieldrl.results import Interval, Kpi
 
 #: the verdict of a point with fewer than MIN_CASES held-out cases (or no pair to compare)
 TOO_FEW = "too few cases"
@@ -31,7 +32,7 @@ def _span(first: float, last: float, fmt: str) -> str:
 
 def _words(text: str) -> str:
     """A label inside a sentence (lower case, acronyms kept)."""
-    return in_sentence({"label": text})
+    return in_sentence(text)
 
 
 #: a point's verdict, from the learned policy's side, by the plain report's word for the difference
@@ -43,22 +44,22 @@ def point_verdicts(stress: StressSummary, name: str, variant: str) -> list[str]:
     policy against the best standard policy on the primary KPI, judged as the plain report judges it
     (an interval clear of zero, a difference not negligible, enough held-out cases)."""
     setting = stress.axes[name].variants[variant]
-    kpi = {
-        "name": stress.primary_kpi,
-        "label": stress.primary_label,
-        "unit": stress.primary_unit,
-        "higher_is_better": stress.higher_is_better,
-    }
+    kpi = Kpi(
+        name=stress.primary_kpi,
+        label=stress.primary_label,
+        unit=stress.primary_unit,
+        higher_is_better=stress.higher_is_better,
+    )
     said = []
     for point in setting.points:
-        comparison = (point.comparison or {}).get(stress.primary_kpi)
+        comparison = point.compared(stress.primary_kpi)
         if comparison is None or point.cases(stress.primary_kpi) < MIN_CASES:
             said.append(TOO_FEW)
             continue
-        means = {p: v[stress.primary_kpi]["mean"]["value"] for p, v in point.policies.items()}
-        learned, base = means[str(setting.best_learned)], means[str(setting.best_heuristic)]
-        scale = _scale({"policies": point.policies}, stress.primary_kpi)
-        said.append(_VERDICTS[_change(kpi, comparison, learned, base, scale)[0]])
+        here = point.results()
+        learned = here.policies[str(setting.best_learned)][kpi.name].mean.value
+        base = here.policies[str(setting.best_heuristic)][kpi.name].mean.value
+        said.append(_VERDICTS[_change(kpi, comparison, learned, base, here.scale(kpi.name))[0]])
     return said
 
 
@@ -153,13 +154,14 @@ def stress_pages(ctx: ReportContext, stress: StressSummary | None) -> list[Any]:
             verdicts = point_verdicts(stress, name, variant)
             diffs = []
             for point in setting.points:
-                diff = (point.comparison or {}).get(stress.primary_kpi, {}).get("difference")
+                paired = point.compared(stress.primary_kpi)
+                diff = None if paired is None else paired.difference
                 ok = diff is not None and point.cases(stress.primary_kpi) >= MIN_CASES
                 nan = float("nan")
                 diffs.append(
-                    (diff["value"], diff["low"], diff["high"])
-                    if ok
-                    else (diff["value"] if diff else nan, nan, nan)
+                    (diff.value, diff.low, diff.high)
+                    if ok and diff
+                    else (diff.value if diff else nan, nan, nan)
                 )
             unit = f" ({axis.unit})" if axis.unit else ""
             where = "" if variant == "default" else f", setting {variant}"
@@ -189,14 +191,16 @@ def _table(ctx: ReportContext, stress: StressSummary, name: str, variant: str) -
     rows = [[axis.label, str(setting.best_learned), str(setting.best_heuristic), "difference", "learned is"]]
     for point, said in zip(setting.points, point_verdicts(stress, name, variant), strict=True):
         cells = [format(point.value, axis.fmt) + (" (trained)" if point.value == setting.trained else "")]
-        ranged = (
-            with_range if point.cases(stress.primary_kpi) >= MIN_CASES else (lambda stat: fmt(stat["value"]))
-        )
+        enough = point.cases(stress.primary_kpi) >= MIN_CASES
+
+        def ranged(stat: Interval, enough: bool = enough) -> str:
+            return with_range(stat) if enough else fmt(stat.value)
+
         for policy in (setting.best_learned, setting.best_heuristic):
-            stats = point.policies.get(str(policy), {}).get(stress.primary_kpi)
-            cells.append(ranged(stats["mean"]) if stats else "-")
-        diff = (point.comparison or {}).get(stress.primary_kpi)
-        cells.append(ranged(diff["difference"]) if diff else "-")
+            stats = point.described(str(policy), stress.primary_kpi)
+            cells.append(ranged(stats.mean) if stats else "-")
+        diff = point.compared(stress.primary_kpi)
+        cells.append(ranged(diff.difference) if diff else "-")
         cells.append(said + (f" ({point.failed_episodes} failed)" if point.failed_episodes else ""))
         rows.append(cells)
     return text_table(rows, ctx.styles, [f * PAGE_WIDTH for f in (0.16, 0.2, 0.2, 0.26, 0.18)])

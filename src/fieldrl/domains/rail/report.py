@@ -19,7 +19,8 @@ from reportlab.platypus import KeepTogether, Paragraph  # noqa: E402
 from fieldrl.reportkit.context import ReportContext  # noqa: E402
 from fieldrl.reportkit.figures import png_bytes  # noqa: E402
 from fieldrl.reportkit.layout import PAGE_WIDTH  # noqa: E402
-from fieldrl.reportkit.numbers import Interval, with_range  # noqa: E402
+from fieldrl.reportkit.numbers import with_range  # noqa: E402
+from fieldrl.results import Interval  # noqa: E402
 
 OUTCOME_COLORS = {
     "arrived": "#2ca02c",

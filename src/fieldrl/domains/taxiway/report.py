@@ -20,7 +20,8 @@ from fieldrl.domains.taxiway import metrics  # noqa: E402
 from fieldrl.domains.taxiway.env import load_params_layout  # noqa: E402
 from fieldrl.reportkit.context import ReportContext  # noqa: E402
 from fieldrl.reportkit.figures import png_bytes  # noqa: E402
-from fieldrl.reportkit.numbers import Interval, fmt, with_range  # noqa: E402
+from fieldrl.reportkit.numbers import fmt, with_range  # noqa: E402
+from fieldrl.results import Interval  # noqa: E402
 
 KIND_STYLE = {
     "separation": ("o", "#d62728", "separation"),

@@ -23,7 +23,8 @@ from reportlab.platypus import KeepTogether, Paragraph, Table, TableStyle  # noq
 from fieldrl.reportkit.context import ReportContext  # noqa: E402
 from fieldrl.reportkit.figures import png_bytes  # noqa: E402
 from fieldrl.reportkit.layout import PAGE_WIDTH  # noqa: E402
-from fieldrl.reportkit.numbers import Interval, fmt, with_range  # noqa: E402
+from fieldrl.reportkit.numbers import fmt, with_range  # noqa: E402
+from fieldrl.results import Interval  # noqa: E402
 
 BANDS = ((5, 95), (25, 75))
 
