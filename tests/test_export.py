@@ -540,10 +540,12 @@ def test_the_card_gives_the_stress_range_the_failures_and_the_intended_use_of_th
     assert axis["best_standard_policy"] == setting.best_heuristic
     # recomputed from stress/results.parquet for this policy, as the summary computes it for the best
     for mine, summary_point in zip(axis["points"], setting.points, strict=True):
-        assert summary_point.comparison is not None
-        assert mine["difference"] == summary_point.comparison["return"]["difference"]
-        assert mine["policy"] == summary_point.policies["PPO"]["return"]["mean"]
-        assert mine["best_standard"] == summary_point.policies[setting.best_heuristic]["return"]["mean"]
+        compared = summary_point.compared("return")
+        policy, best = (summary_point.described(p, "return") for p in ("PPO", setting.best_heuristic or ""))
+        assert compared is not None and policy is not None and best is not None
+        assert mine["difference"] == compared.difference.as_dict()
+        assert mine["policy"] == policy.mean.as_dict()
+        assert mine["best_standard"] == best.mean.as_dict()
         assert mine["cases"] == 6  # as the summary counts them: the failed one is in "failed_episodes"
     verdicts = point_verdicts(stress, "obs_noise", "default")  # the report's judgement
     assert [p["verdict"] for p in axis["points"]] == verdicts

@@ -210,13 +210,14 @@ def test_requested_comparisons_are_summarised_per_variant_and_reported(scenario_
     path.write_text(yaml.safe_dump(scenario_data))
     result = fieldrl.run(path, out=tmp_path / "run", show_progress=False)
     for variant in ("s1", "s4"):
-        pair = result.summary["variants"][variant]["pairs"][0]
-        assert (pair["policy"], pair["baseline"]) == ("PPO", "A2C")
-        diff = pair["kpis"]["return"]["difference"]
-        means = result.summary["variants"][variant]["policies"]
-        expected = means["PPO"]["return"]["mean"]["value"] - means["A2C"]["return"]["mean"]["value"]
-        assert diff["value"] == pytest.approx(expected)
-        assert diff["low"] <= diff["value"] <= diff["high"]
+        setting = result.summary.variant(variant)
+        pair = setting.pairs[0]
+        assert (pair.policy, pair.baseline) == ("PPO", "A2C")
+        assert setting.pair("PPO", "A2C") == pair
+        diff = pair.kpis["return"].difference
+        expected = setting.value("PPO", "return") - setting.value("A2C", "return")
+        assert diff.value == pytest.approx(expected)
+        assert diff.low <= diff.value <= diff.high
     text = pdf_text(result.report)
     assert "PPO compared with A2C" in text and "PPO against A2C" in text
 

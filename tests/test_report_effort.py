@@ -61,7 +61,7 @@ def test_validation_curves_and_selection_are_in_the_report(validated_run):
     text = " ".join(_page_texts(validated_run.report))
     assert "Validation curves" in text and "time to quality" in text
     assert "Tuning and model selection" in text and "Validation seeds: 3 seeds, 50-52" in text
-    levels = validated_run.summary["validation"]["heuristics"]["default"]
+    levels = validated_run.summary.heuristic_validation("default")
     assert set(levels) == {"no treatment", "constant 0.5"}
 
 

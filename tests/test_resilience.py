@@ -143,13 +143,15 @@ def test_a_crashing_simulator_fails_only_its_episode(scenario_data, tmp_path, mo
     monkeypatch.setattr(chemo_env, "ChemoEvalEnvs", Crashing)
     scenario_data["policies"]["learned"] = []
     result = fieldrl.run(_write(tmp_path, scenario_data), out=tmp_path / "run", show_progress=False)
-    failed = result.summary["failed_episodes"]
-    assert {(f["policy"], f["eval_seed"]) for f in failed} == {("no treatment", 102), ("constant 0.5", 102)}
-    assert all("RuntimeError: simulator died" in f["reason"] for f in failed)
+    failed = result.summary.failures_in("default")
+    assert failed == result.summary.failed_episodes
+    assert {(f.policy, f.eval_seed) for f in failed} == {("no treatment", 102), ("constant 0.5", 102)}
+    assert all("RuntimeError: simulator died" in f.reason for f in failed)
     seeds = set(result.results["eval_seed"])
     assert 102 not in seeds and seeds == {100, 101, 103, 104, 105}
-    mean = result.summary["variants"]["default"]["policies"]["no treatment"]["return"]["mean"]
-    assert all(v == v for v in mean.values())  # no NaN: the failed seed is left out, not poisoning
+    mean = result.summary.variant("default").stat("no treatment", "return")
+    assert mean is not None and mean.has_range
+    assert all(v == v for v in (mean.value, mean.low, mean.high))  # no NaN: the failed seed is left out
     from test_pipeline import pdf_text
 
     assert "Failed episodes" in pdf_text(result.report)

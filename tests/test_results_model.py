@@ -4,6 +4,7 @@ summary by string key again."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
@@ -169,6 +170,8 @@ def test_the_lookups_every_page_uses(study):
     assert summary.training_records("s5", "TD3") == []
     assert summary.heuristic_validation("s1")["constant 0.5"] == 12.5
     assert [f.policy for f in summary.failures_in("s5")] == ["TD3"] and summary.failures_in("s1") == []
+    assert summary.failures_in("s5", "TD3") == summary.failures_in("s5")
+    assert summary.failures_in("s5", "PPO") == []
     assert summary.failed_episodes[0].cause == "simulator"
 
 
@@ -191,6 +194,13 @@ def test_a_summary_is_not_changed_in_place(study):
         summary.primary_kpi = "survival"  # frozen: a page computes a value, it never patches the summary
 
 
+def test_a_summary_is_not_a_mapping_any_more(study):
+    _, _, summary = study
+    with pytest.raises(TypeError):
+        summary["variants"]  # noqa: B018  (the compatibility shim of issue 43 is gone)
+    assert not hasattr(summary, "get")
+
+
 # ----------------------------------------------------------------------------- no string keys
 
 #: the modules that read the summary: the report (assembler, kit, the domains' pages), the terminal, the API
@@ -203,6 +213,26 @@ READERS = sorted(
         SRC / "api.py",
     ]
 )
+#: the functions of ``export.py`` that read the run's summaries (``summary.json``, ``stress/summary.json``);
+#: the rest of it walks the model card it writes (``model-card.json``, its own keys) and is left out
+EXPORT_READERS = ("read_summary", "read_stress_summary")
+#: ``evaluation/stress.py`` builds and holds the stress summary: checked whole
+STRESS = SRC / "evaluation" / "stress.py"
+
+
+def _summary_readers_in_export() -> dict[str, list[tuple[int, str]]]:
+    """Function name -> its numbered lines, for each function of ``export.py`` that reads a summary."""
+    path = SRC / "export.py"
+    text = path.read_text()
+    lines = text.splitlines()
+    return {
+        node.name: [(n, lines[n - 1]) for n in range(node.lineno, node.end_lineno + 1)]
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.FunctionDef)
+        and any(name in (ast.get_source_segment(text, node) or "") for name in EXPORT_READERS)
+    }
+
+
 #: keys only ``summary.json`` has (a table column such as "value" or "train_seed" is left out: the
 #: pages read results and traces frames by column)
 _KEYS = (
@@ -228,8 +258,24 @@ def test_no_report_terminal_or_api_module_walks_the_summary_by_string_key():
     )
 
 
+def test_neither_export_nor_the_stress_summary_walks_a_summary_by_string_key():
+    readers = _summary_readers_in_export()
+    assert {"_failed_held_out", "_held_out", "_operating_range"} <= set(readers)
+    numbered = [("export.py", n, line) for lines in readers.values() for n, line in lines]
+    stress = STRESS.read_text().splitlines()
+    numbered += [(str(STRESS.relative_to(SRC)), n, line) for n, line in enumerate(stress, start=1)]
+    found = [f"{path}:{n}: {line.strip()}" for path, n, line in numbered if STRING_KEYS.search(line)]
+    assert found == [], "read the summary through fieldrl.results (attributes and lookups):\n" + "\n".join(
+        found
+    )
+
+
 def test_the_string_key_check_catches_the_old_lookups():
     old = [
+        'mine = entry.get("policies", {}).get(label)',
+        '"policy": point.policies.get(label, {}).get(kpi, {}).get("mean"),',
+        'counts = [p[kpi]["n_eval_seeds"] for p in self.policies.values() if kpi in p]',
+        'for kpi in summary["kpis"]:',
         'entry = summary["variants"][variant]',
         "value = (((held_out.get(policy) or {}).get(scored) or {}).get('mean') or {}).get('value')",
         'records = ((summary.get("validation") or {}).get("learned") or {})',

@@ -65,10 +65,10 @@ def test_a_sumo_error_fails_only_its_episode_and_frees_libsumo(sumo_failing, tmp
     file = tmp_path / "s.yaml"
     file.write_text(yaml.safe_dump(_traffic_scenario(), sort_keys=False))
     result = fieldrl.run(file, out=tmp_path / "run", show_progress=False)
-    failed = {(f["policy"], f["eval_seed"]) for f in result.summary["failed_episodes"]}
+    failed = {(f.policy, f.eval_seed) for f in result.summary.failed_episodes}
     assert failed == {("fixed-time", BAD_SEED), ("max-pressure", BAD_SEED)}
     assert all(
-        "TraCIException: Vehicle 'v7' is not known" in f["reason"] for f in result.summary["failed_episodes"]
+        "TraCIException: Vehicle 'v7' is not known" in f.reason for f in result.summary.failed_episodes
     )
     assert attempts[BAD_SEED] == 4  # each policy: the episode, then one retry on a fresh simulator
     seen = result.results.groupby("policy")["eval_seed"].unique()
@@ -87,7 +87,7 @@ def test_a_transient_sumo_error_is_retried_once_and_then_succeeds(sumo_failing, 
     file = tmp_path / "s.yaml"
     file.write_text(yaml.safe_dump(_traffic_scenario(), sort_keys=False))
     result = fieldrl.run(file, out=tmp_path / "run", show_progress=False)
-    assert result.summary["failed_episodes"] == []
+    assert result.summary.failed_episodes == []
     assert sorted(set(result.results["eval_seed"])) == [1000, 1001, 1002]
     assert attempts[BAD_SEED] == 4
 

@@ -20,12 +20,12 @@ from fieldrl.evaluation.stats import (
 def test_single_level_mean_ci_matches_scipy_percentile_bootstrap():
     rng = np.random.default_rng(1)
     values = rng.lognormal(size=200)
-    ours = describe(values[None, :], Bootstrap(200, 4000, seed=3), 0.95)["mean"]
+    ours = describe(values[None, :], Bootstrap(200, 4000, seed=3), 0.95).mean
     ref = sps.bootstrap((values,), np.mean, n_resamples=4000, method="percentile", random_state=5)
     width = ref.confidence_interval.high - ref.confidence_interval.low
-    assert ours["value"] == pytest.approx(values.mean())
-    assert ours["low"] == pytest.approx(ref.confidence_interval.low, abs=0.1 * width)
-    assert ours["high"] == pytest.approx(ref.confidence_interval.high, abs=0.1 * width)
+    assert ours.value == pytest.approx(values.mean())
+    assert ours.low == pytest.approx(ref.confidence_interval.low, abs=0.1 * width)
+    assert ours.high == pytest.approx(ref.confidence_interval.high, abs=0.1 * width)
 
 
 def test_iqm_ignores_outliers():
@@ -39,7 +39,7 @@ def test_ci_widens_with_train_seed_spread():
     tight = patients[None, :] + rng.normal(0, 0.01, size=(10, 1))
     loose = patients[None, :] + rng.normal(0, 3.0, size=(10, 1))
     boot = Bootstrap(50, 2000)
-    width = lambda m: describe(m, boot, 0.95)["mean"]["high"] - describe(m, boot, 0.95)["mean"]["low"]  # noqa: E731
+    width = lambda m: describe(m, boot, 0.95).mean.high - describe(m, boot, 0.95).mean.low  # noqa: E731
     assert width(loose) > 2 * width(tight)
 
 
@@ -50,17 +50,17 @@ def test_paired_difference_uses_common_seeds():
     base = rng.normal(0, 50, size=(1, 80))
     learned = np.repeat(base + 1.0, 3, axis=0)
     result = paired_difference(learned, base, Bootstrap(80, 1000), 0.95)
-    assert result["difference"]["value"] == pytest.approx(1.0)
-    assert result["difference"]["low"] == pytest.approx(1.0)
-    assert result["difference"]["high"] == pytest.approx(1.0)
+    assert result.difference.value == pytest.approx(1.0)
+    assert result.difference.low == pytest.approx(1.0)
+    assert result.difference.high == pytest.approx(1.0)
 
 
 def test_probability_better_respects_direction_and_ties():
     base = np.array([[1.0, 2.0, 3.0, 4.0]])
     learned = np.array([[0.0, 2.0, 4.0, 5.0]])  # loss, tie, win, win
     boot = Bootstrap(4, 500)
-    assert probability_better(learned, base, True, boot, 0.95)["value"] == pytest.approx(2.5 / 4)
-    assert probability_better(learned, base, False, boot, 0.95)["value"] == pytest.approx(1.5 / 4)
+    assert probability_better(learned, base, True, boot, 0.95).value == pytest.approx(2.5 / 4)
+    assert probability_better(learned, base, False, boot, 0.95).value == pytest.approx(1.5 / 4)
 
 
 @pytest.mark.filterwarnings("error")  # "Mean of empty slice", scipy's SmallSampleWarning: none allowed
@@ -77,12 +77,13 @@ def test_a_kpi_without_values_gives_nan_quietly():
     boot = Bootstrap(3, 200)
     stats = describe(empty, boot, 0.95)
     for stat in ("mean", "iqm"):
-        assert all(np.isnan(stats[stat][k]) for k in ("value", "low", "high"))
+        found = stats.stat(stat)
+        assert all(np.isnan(v) for v in (found.value, found.low, found.high))
     other = np.array([[1.0, 2.0, 3.0]])
     for learned, base in ((empty, other), (other, empty), (empty, empty)):
         diff = paired_difference(learned, base, boot, 0.95)
-        assert np.isnan(diff["difference"]["value"]) and np.isnan(diff["relative_percent"]["value"])
-    assert np.isnan(probability_better(empty, other, True, boot, 0.95)["value"])
+        assert np.isnan(diff.difference.value) and np.isnan(diff.relative_percent.value)
+    assert np.isnan(probability_better(empty, other, True, boot, 0.95).value)
 
 
 def test_seed_spread_is_the_spread_of_each_training_seeds_mean_with_intervals_around_it():
@@ -94,13 +95,14 @@ def test_seed_spread_is_the_spread_of_each_training_seeds_mean_with_intervals_ar
     boot = Bootstrap(40, 1000, seed=0)
     spread, sd_boot, worst_boot = seed_spread(shaky, boot, 0.95, higher_is_better=True)
     per_seed = shaky.mean(axis=1)
-    assert spread["per_seed"] == pytest.approx(per_seed.tolist())
-    assert spread["sd"]["value"] == pytest.approx(np.std(per_seed, ddof=1))
-    assert spread["worst"]["value"] == pytest.approx(per_seed.min())
-    assert spread["sd"]["low"] <= spread["sd"]["value"] <= spread["sd"]["high"]
+    assert spread.per_seed == pytest.approx(per_seed.tolist())
+    assert spread.sd.value == pytest.approx(np.std(per_seed, ddof=1))
+    assert spread.worst.value == pytest.approx(per_seed.min())
+    assert spread.sd.low <= spread.sd.value <= spread.sd.high
     assert len(sd_boot) == len(worst_boot) == 1000
     lower_is_better, _, _ = seed_spread(shaky, boot, 0.95, higher_is_better=False)
-    assert lower_is_better["worst"]["value"] == pytest.approx(per_seed.max())
-    compared = spread_difference(steady, shaky, boot, 0.95, higher_is_better=True)
-    assert compared["sd_difference"]["high"] < 0  # the steady policy is clearly the more stable
-    assert compared["worst_difference"]["low"] > 0  # and its worst seed clearly better
+    assert lower_is_better.worst.value == pytest.approx(per_seed.max())
+    compared = spread_difference(steady, shaky, boot, 0.95, higher_is_better=True, kpi="return")
+    assert compared.kpi == "return"
+    assert compared.sd_difference.high < 0  # the steady policy is clearly the more stable
+    assert compared.worst_difference.low > 0  # and its worst seed clearly better

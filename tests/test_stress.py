@@ -246,3 +246,36 @@ def test_a_stress_summary_replaced_by_a_fifo_is_refused_at_once(run_copy):
         timeout=120,
     )
     assert done.returncode == 2 and "summary.json" in done.stderr and "named pipe" in done.stderr, done.stderr
+
+
+def test_a_stress_point_is_typed_and_its_nan_numbers_are_written_as_null_as_always():
+    import math
+
+    import numpy as np
+
+    from fieldrl.evaluation.stats import Bootstrap, describe, paired_difference
+    from fieldrl.evaluation.stress import StressPoint
+    from fieldrl.results import Described, Paired
+
+    boot = Bootstrap(3, 50)
+    nothing, three = np.zeros((0, 3)), np.array([[1.0, 2.0, 3.0]])  # a policy without values, one with
+    point = StressPoint(
+        value=0.5,
+        policies={
+            "lost": {"return": describe(nothing, boot, 0.95)},
+            "kept": {"return": describe(three, boot, 0.95)},
+        },
+        comparison={"return": paired_difference(nothing, three, boot, 0.95)},
+    )
+    written = point.model_dump(mode="json")
+    assert written["policies"]["lost"]["return"]["mean"] == {"value": None, "low": None, "high": None}
+    assert written["comparison"]["return"]["difference"]["value"] is None
+    assert written["policies"]["kept"]["return"]["mean"]["value"] == 2.0
+    assert list(written["policies"]["kept"]["return"]) == ["mean", "iqm", "n_train_seeds", "n_eval_seeds"]
+    read = StressPoint.model_validate(json.loads(json.dumps(written)))
+    lost = read.described("lost", "return")
+    assert isinstance(lost, Described) and math.isnan(lost.mean.value) and math.isnan(lost.mean.low)
+    compared = read.compared("return")
+    assert isinstance(compared, Paired) and math.isnan(compared.difference.value)
+    assert read.cases("return") == 3 and read.described("nobody", "return") is None
+    assert read.results().stat("kept", "return") == point.described("kept", "return").mean

@@ -37,7 +37,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,6 +45,9 @@ from fieldrl import runtime
 from fieldrl.errors import FieldrlError
 from fieldrl.names import slug
 from fieldrl.policies.algorithms import BY_NAME, EXPORTABLE, RECURRENT
+
+if TYPE_CHECKING:
+    from fieldrl.results import Described, Paired
 
 #: ONNX operator set of the exported graph (onnxruntime >= 1.17 runs it)
 OPSET = 17
@@ -626,9 +629,8 @@ def _failed_held_out(folder: Any, scenario: Any, domain: Any, setting: str, labe
     if "summary.json" not in folder.hashes():
         return None
     return [
-        {k: f[k] for k in ("train_seed", "eval_seed", "episode", "reason")}
-        for f in read_summary(folder, scenario, domain).get("failed_episodes", [])
-        if f["variant"] == setting and f["policy"] == label
+        {"train_seed": f.train_seed, "eval_seed": f.eval_seed, "episode": f.episode, "reason": f.reason}
+        for f in read_summary(folder, scenario, domain).failures_in(setting, label)
     ]
 
 
@@ -642,41 +644,40 @@ def _held_out(
     if "summary.json" not in folder.hashes():
         return None
     summary = read_summary(folder, scenario, domain)
-    entry = summary["variants"].get(setting, {})
-    mine = entry.get("policies", {}).get(label)
+    entry = summary.variant(setting)
+    mine = entry.policies.get(label)
     if mine is None:
         return None
-    best = entry.get("best_heuristic")
-    theirs = entry.get("policies", {}).get(best, {}) if best else {}
+    best = entry.best_heuristic
     results = read_results(folder, scenario)
     own = results[
         (results["variant"] == setting) & (results["policy"] == label) & (results["train_seed"] == seed)
     ]
     kpis = []
-    for kpi in summary["kpis"]:
-        name = kpi["name"]
-        if name not in mine or kpi.get("wall_clock"):
+    for kpi in summary.kpis:
+        if kpi.name not in mine or kpi.wall_clock:
             continue
-        values = own[own["metric"] == name]["value"]
+        values = own[own["metric"] == kpi.name]["value"]
+        theirs = entry.stat(best, kpi.name) if best else None
         kpis.append(
             {
-                "name": name,
-                "label": kpi["label"],
-                "unit": kpi["unit"],
-                "higher_is_better": kpi["higher_is_better"],
-                "ranked": bool(kpi.get("ranked", True)),
-                "policy": mine[name]["mean"],
+                "name": kpi.name,
+                "label": kpi.label,
+                "unit": kpi.unit,
+                "higher_is_better": kpi.higher_is_better,
+                "ranked": kpi.ranked,
+                "policy": mine[kpi.name].mean.as_dict(),
                 "this_seed": float(values.mean()) if len(values) else None,
-                "best_standard": theirs[name]["mean"] if name in theirs else None,
+                "best_standard": None if theirs is None else theirs.as_dict(),
             }
         )
     first = next(iter(mine.values()))
     return {
-        "primary_kpi": summary["primary_kpi"],
+        "primary_kpi": summary.primary_kpi,
         "best_standard_policy": best,
-        "eval_seeds": first.get("n_eval_seeds"),
-        "train_seeds": first.get("n_train_seeds"),
-        "confidence": summary.get("confidence"),
+        "eval_seeds": first.n_eval_seeds,
+        "train_seeds": first.n_train_seeds,
+        "confidence": summary.confidence,
         "kpis": kpis,
     }
 
@@ -750,7 +751,7 @@ def _stress_failures(
 
 def _paired(
     results: Any, scenario: Any, setting: str, axis: str, value: float, label: str, best: str, kpi: str
-) -> dict[str, Any] | None:
+) -> Paired | None:
     """``label`` minus ``best`` on ``kpi`` at one stress point, paired on the same held-out cases with the
     bootstrap the stress summary uses (:func:`fieldrl.evaluation.stress.summarize_stress`); None where
     either has no results there."""
@@ -770,6 +771,14 @@ def _paired(
     return paired_difference(
         value_matrix(mine, seeds), value_matrix(theirs, seeds), boot, scenario.report.confidence
     )
+
+
+def _as_stored(found: Described | None) -> dict[str, Any] | None:
+    """A stress point's mean as ``stress/summary.json`` holds it (a NaN or infinite number as None), or
+    None where the point has none."""
+    if found is None:
+        return None
+    return {k: v if np.isfinite(v) else None for k, v in found.mean.as_dict().items()}
 
 
 def _operating_range(
@@ -813,14 +822,14 @@ def _operating_range(
         verdicts = point_verdicts(view, name, setting) if best else [TOO_FEW] * len(mine)
         points = []
         for point, verdict in zip(mine, verdicts, strict=True):
-            comparison = (point.comparison or {}).get(kpi)
+            comparison = point.compared(kpi)
             points.append(
                 {
                     "value": point.value,
                     "trained": point.value == at.trained,
-                    "policy": point.policies.get(label, {}).get(kpi, {}).get("mean"),
-                    "best_standard": point.policies.get(best, {}).get(kpi, {}).get("mean") if best else None,
-                    "difference": comparison["difference"] if comparison else None,
+                    "policy": _as_stored(point.described(label, kpi)),
+                    "best_standard": _as_stored(point.described(best, kpi)) if best else None,
+                    "difference": None if comparison is None else comparison.difference.as_dict(),
                     "cases": point.cases(kpi),
                     "verdict": verdict,
                     "failed_episodes": point.failed_episodes,

@@ -378,22 +378,11 @@ class Summary(_Record):
         return {} if self.validation is None else dict(self.validation.heuristics.get(variant, {}))
 
     # -- failures ------------------------------------------------------------------------
-    def failures_in(self, variant: str) -> list[Failure]:
-        """The failed held-out episodes of setting ``variant``."""
-        return [f for f in self.failed_episodes if f.variant == variant]
-
-    # -- readers not yet moved to attributes ------------------------------------------------
-    def __getitem__(self, key: str) -> Any:
-        """``summary["key"]`` as the plain mapping earlier versions handed out (absent: not None).
-
-        Only for readers outside the report, terminal and API that still walk the mapping (``export.py``,
-        until it moves to the attributes above); new code reads attributes.
-        """
-        return self.model_dump(exclude_none=True)[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """``summary.get("key", default)`` of the plain mapping (see :meth:`__getitem__`)."""
-        return self.model_dump(exclude_none=True).get(key, default)
+    def failures_in(self, variant: str, policy: str | None = None) -> list[Failure]:
+        """The failed held-out episodes of setting ``variant`` (of ``policy`` alone, where given)."""
+        return [
+            f for f in self.failed_episodes if f.variant == variant and (policy is None or f.policy == policy)
+        ]
 
 
 # ----------------------------------------------------------------------------- failed episodes

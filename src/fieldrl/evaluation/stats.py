@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fieldrl.results import Interval
+from fieldrl.results import Described, Interval, Paired, Spread, Stability
 
 
 def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -82,8 +82,8 @@ class Bootstrap:
 def interval(point: float, boot: np.ndarray, confidence: float) -> Interval:
     """``point`` with the percentile interval of its bootstrap samples ``boot`` (NaN without any).
 
-    The functions below return the dict form (``Interval.as_dict``) inside the plain mappings
-    ``summary.json`` holds, which :class:`fieldrl.results.Summary` validates."""
+    The functions below return the results model's classes (:mod:`fieldrl.results`), with every field
+    set, so that ``Summary.model_dump(exclude_unset=True)`` writes each of them whole."""
     alpha = (1 - confidence) / 2
     if not np.isfinite(boot).any():
         return Interval(value=float(point), low=float("nan"), high=float("nan"))
@@ -91,23 +91,23 @@ def interval(point: float, boot: np.ndarray, confidence: float) -> Interval:
     return Interval(value=float(point), low=float(low), high=float(high))
 
 
-def describe(matrix: np.ndarray, boot: Bootstrap, confidence: float) -> dict[str, Any]:
+def describe(matrix: np.ndarray, boot: Bootstrap, confidence: float) -> Described:
     """Mean and IQM with bootstrap CIs for one policy's value matrix."""
     flat = matrix.reshape(-1)
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN resample is NaN, and says so
         mean = interval(float(np.nanmean(flat)), boot.statistic(matrix, np.nanmean), confidence)
-    return {
-        "mean": mean.as_dict(),
-        "iqm": interval(float(iqm(flat)), boot.statistic(matrix, iqm), confidence).as_dict(),
-        "n_train_seeds": int(matrix.shape[0]),
-        "n_eval_seeds": int(matrix.shape[1]),
-    }
+    return Described(
+        mean=mean,
+        iqm=interval(float(iqm(flat)), boot.statistic(matrix, iqm), confidence),
+        n_train_seeds=int(matrix.shape[0]),
+        n_eval_seeds=int(matrix.shape[1]),
+    )
 
 
 def paired_difference(
     learned: np.ndarray, baseline: np.ndarray, boot: Bootstrap, confidence: float
-) -> dict[str, Any]:
+) -> Paired:
     """Learned minus baseline on the same eval seeds: absolute and relative, with CIs.
 
     :param learned: ``(R, E)`` matrix.
@@ -128,15 +128,15 @@ def paired_difference(
         rel_boot = 100.0 * diff_boot / np.abs(base_means)
     rel_boot[~np.isfinite(rel_boot)] = np.nan  # a resample whose baseline mean is 0
     point_rel = 100.0 * (point_l - point_b) / abs(point_b) if point_b != 0 else float("nan")
-    return {
-        "difference": interval(point_l - point_b, diff_boot, confidence).as_dict(),
-        "relative_percent": interval(point_rel, rel_boot, confidence).as_dict(),
-    }
+    return Paired(
+        difference=interval(point_l - point_b, diff_boot, confidence),
+        relative_percent=interval(point_rel, rel_boot, confidence),
+    )
 
 
 def seed_spread(
     matrix: np.ndarray, boot: Bootstrap, confidence: float, higher_is_better: bool, stream: int = 0
-) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+) -> tuple[Spread, np.ndarray, np.ndarray]:
     """How much a learned policy's result depends on its training seed: each seed's mean over the
     held-out cases, their standard deviation and the worst seed's mean, with bootstrap CIs (training
     seeds and held-out cases resampled as for :func:`describe`; ``stream`` as in
@@ -158,31 +158,33 @@ def seed_spread(
             worst_boot.append(np.min(means, axis=1) if higher_is_better else np.max(means, axis=1))
     sd_all, worst_all = np.concatenate(sd_boot), np.concatenate(worst_boot)
     worst = float(np.min(per_seed) if higher_is_better else np.max(per_seed))
-    spread = {
-        "per_seed": [float(v) for v in per_seed],
-        "sd": interval(float(np.std(per_seed, ddof=1)), sd_all, confidence).as_dict(),
-        "worst": interval(worst, worst_all, confidence).as_dict(),
-    }
+    spread = Spread(
+        per_seed=[float(v) for v in per_seed],
+        sd=interval(float(np.std(per_seed, ddof=1)), sd_all, confidence),
+        worst=interval(worst, worst_all, confidence),
+    )
     return spread, sd_all, worst_all
 
 
 def spread_difference(
-    policy: np.ndarray, baseline: np.ndarray, boot: Bootstrap, confidence: float, higher_is_better: bool
-) -> dict[str, Any]:
-    """Two learned policies' spreads across training seeds (policy minus baseline, same resampled
-    held-out cases, independent seed resamples): is one more stable than the other?"""
+    policy: np.ndarray,
+    baseline: np.ndarray,
+    boot: Bootstrap,
+    confidence: float,
+    higher_is_better: bool,
+    kpi: str,
+) -> Stability:
+    """Two learned policies' spreads across training seeds on ``kpi`` (policy minus baseline, same
+    resampled held-out cases, independent seed resamples): is one more stable than the other?"""
     own, sd_p, worst_p = seed_spread(policy, boot, confidence, higher_is_better, stream=0)
     other, sd_b, worst_b = seed_spread(baseline, boot, confidence, higher_is_better, stream=1)
-    return {
-        "policy": own,
-        "baseline": other,
-        "sd_difference": interval(
-            own["sd"]["value"] - other["sd"]["value"], sd_p - sd_b, confidence
-        ).as_dict(),
-        "worst_difference": interval(
-            own["worst"]["value"] - other["worst"]["value"], worst_p - worst_b, confidence
-        ).as_dict(),
-    }
+    return Stability(
+        kpi=kpi,
+        policy=own,
+        baseline=other,
+        sd_difference=interval(own.sd.value - other.sd.value, sd_p - sd_b, confidence),
+        worst_difference=interval(own.worst.value - other.worst.value, worst_p - worst_b, confidence),
+    )
 
 
 def probability_better(
@@ -191,11 +193,11 @@ def probability_better(
     higher_is_better: bool,
     boot: Bootstrap,
     confidence: float,
-) -> dict[str, float]:
+) -> Interval:
     """P(learned does better than baseline on the same held-out seed), ties count half."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # NaN cells: failed episodes
         base_row = np.nanmean(baseline, axis=0)
         sign = 1.0 if higher_is_better else -1.0
         wins = (np.sign(sign * (learned - base_row[None, :])) + 1.0) / 2.0  # 1 win, 0.5 tie, 0 loss
-        return interval(float(np.nanmean(wins)), boot.statistic(wins, np.nanmean), confidence).as_dict()
+        return interval(float(np.nanmean(wins)), boot.statistic(wins, np.nanmean), confidence)

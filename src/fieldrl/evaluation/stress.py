@@ -12,11 +12,13 @@ plain evaluation, paired on the same held-out cases: where its advantage holds, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from fieldrl.domains.base import Domain
 from fieldrl.errors import FieldrlError
@@ -85,30 +87,47 @@ class StressPoint(_Strict):
     """One point of an axis in one setting: every policy's KPIs and best learned minus best standard."""
 
     value: float
-    #: policy -> KPI -> the mapping of a :class:`~fieldrl.results.Described` (read it with :meth:`described`)
-    policies: dict[str, dict[str, Any]]
-    #: KPI -> the mapping of a :class:`~fieldrl.results.Paired` (read it with :meth:`compared`)
-    comparison: dict[str, Any] | None = None
+    #: policy -> KPI -> its mean and IQM at this point (a policy without results here is absent)
+    policies: dict[str, dict[str, Described]]
+    #: best learned minus best standard policy, per KPI (None without both)
+    comparison: dict[str, Paired] | None = None
     failed_episodes: int = 0
+
+    @model_serializer(mode="wrap")
+    def _non_finite_as_null(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        """In JSON (``stress/summary.json``), a NaN or infinite number of the KPIs and comparison is null,
+        as the file has always held it (:class:`~fieldrl.results.Interval` reads null back as NaN)."""
+        data = handler(self)
+        if not info.mode_is_json():
+            return data
+        # the mappings (policies and comparison); the point's own value stays as it was written
+        return {k: _non_finite_as_null(v) if isinstance(v, dict) else v for k, v in data.items()}
 
     def cases(self, kpi: str) -> int:
         """Held-out cases behind every policy's ``kpi`` at this point: the fewest of any."""
-        counts = [p[kpi]["n_eval_seeds"] for p in self.policies.values() if kpi in p]
+        counts = [p[kpi].n_eval_seeds for p in self.policies.values() if kpi in p]
         return min(counts, default=0)
 
     def results(self) -> VariantResult:
         """This point's KPIs as a setting's results are read (stats, means, scale, cases)."""
-        return VariantResult.model_validate({"policies": self.policies})
+        return VariantResult(policies=self.policies)
 
     def described(self, policy: str, kpi: str) -> Described | None:
         """``policy``'s ``kpi`` at this point; None where it has none."""
-        found = self.policies.get(policy, {}).get(kpi)
-        return None if found is None else Described.model_validate(found)
+        return self.policies.get(policy, {}).get(kpi)
 
     def compared(self, kpi: str) -> Paired | None:
         """Best learned minus best standard policy on ``kpi`` at this point; None without the pair."""
-        found = (self.comparison or {}).get(kpi)
-        return None if found is None else Paired.model_validate(found)
+        return (self.comparison or {}).get(kpi)
+
+
+def _non_finite_as_null(data: Any) -> Any:
+    """``data`` with every NaN or infinite float inside it replaced by None."""
+    if isinstance(data, dict):
+        return {k: _non_finite_as_null(v) for k, v in data.items()}
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    return data
 
 
 class StressSetting(_Strict):
@@ -204,7 +223,7 @@ def _point(
     options: Any,
 ) -> StressPoint:
     boot = Bootstrap(len(eval_seeds), options.bootstrap_samples, seed=0)  # as the plain summary's
-    matrices: dict[str, dict[str, Any]] = {}
+    matrices: dict[str, dict[str, np.ndarray]] = {}
     for name, _ in scenario.policies.by_kind:
         prow = rows[rows["policy"] == name]
         if not prow.empty:

@@ -16,7 +16,7 @@ from fieldrl.evaluation.stats import (
     spread_difference,
     value_matrix,
 )
-from fieldrl.results import Summary
+from fieldrl.results import Described, Summary
 from fieldrl.scenario import Scenario
 
 
@@ -32,8 +32,9 @@ def summarize(
     held-out episodes) and ``validation`` (the heuristics' validation scores and each model's training
     record) are set where given, as evaluation writes them.
 
-    Built as the mapping ``summary.json`` holds and validated once: only the keys set here are set in
-    the model, so that ``model_dump(exclude_unset=True)`` writes the file fieldrl has always written (no
+    Built as the mapping ``summary.json`` holds (its numbers already the results model's classes, from
+    :mod:`~fieldrl.evaluation.stats`) and validated once: only the keys set here are set in the model,
+    so that ``model_dump(exclude_unset=True)`` writes the file fieldrl has always written (no
     ``comparison`` key in a setting without both kinds of policy, for one)."""
     options = scenario.report
     primary = domain.kpi(options.primary_kpi or domain.kpis[0].name)
@@ -70,7 +71,7 @@ def summarize(
         boot = Bootstrap(len(eval_seeds), options.bootstrap_samples, seed=0)
         vrows = results[results["variant"] == variant]
         matrices: dict[str, dict[str, Any]] = {}
-        per_policy: dict[str, Any] = {}
+        per_policy: dict[str, dict[str, Described]] = {}
         for name, _ in policies:
             prow = vrows[vrows["policy"] == name]
             if prow.empty:
@@ -122,11 +123,11 @@ def oracle_labels(scenario: Scenario, domain: Domain) -> list[str]:
     return [e.label for e in scenario.policies.heuristics if domain.heuristics[e.use].oracle]
 
 
-def _best(names: list[str], per_policy: dict[str, Any], kpi: Any) -> str | None:
+def _best(names: list[str], per_policy: dict[str, dict[str, Described]], kpi: Any) -> str | None:
     if not names:
         return None
     sign = 1 if kpi.higher_is_better else -1
-    return max(names, key=lambda n: sign * per_policy[n][kpi.name]["mean"]["value"])
+    return max(names, key=lambda n: sign * per_policy[n][kpi.name].mean.value)
 
 
 def _pair(
@@ -147,8 +148,5 @@ def _pair(
     }
     p, b = policy[primary.name], baseline[primary.name]
     if p.shape[0] >= 2 and b.shape[0] >= 2:
-        out["stability"] = {
-            "kpi": primary.name,
-            **spread_difference(p, b, boot, confidence, primary.higher_is_better),
-        }
+        out["stability"] = spread_difference(p, b, boot, confidence, primary.higher_is_better, primary.name)
     return out
