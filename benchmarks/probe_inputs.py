@@ -75,6 +75,9 @@ if not FIELDRL.exists():  # pragma: no cover - run with another interpreter
     FIELDRL = ROOT / ".venv" / "bin" / "fieldrl"
 
 CATEGORIES = ("baseline", "scenario", "scenario-files", "yaml", "cli", "tamper", "interrupt")
+#: categories whose cases need real runs (the baseline runs, training, interruption): minutes each;
+#: ``tests/test_probe_inputs.py`` marks them ``probe_slow`` (not run by default)
+SLOW_CATEGORIES = ("baseline", "tamper", "interrupt")
 OUTCOMES = (
     "clear-error",
     "accepted",
@@ -1023,6 +1026,14 @@ class Case:
     category: str
     what: str
     make: Callable[[Path], Spec | dict[str, Any] | None]  # a Spec, or a finished row (custom flows)
+    slow: bool = False  # needs a real run (a baseline fixture) although its category is quick
+    try_run: bool = False  # a scenario mutation that is run for real when it validates
+
+    @property
+    def heavy(self) -> bool:
+        """Whether the case itself needs real runs (minutes, not seconds); a scenario case's
+        follow-up run of a validated mutation is not counted (``Probe.max_mutation_runs`` = 0 skips it)."""
+        return self.slow or self.category in SLOW_CATEGORIES
 
 
 class Probe:
@@ -1034,6 +1045,7 @@ class Probe:
         self.tmp.chmod(0o755)  # the read-only-folder case runs as another user when the probe is root
         self.rows: list[dict[str, Any]] = []
         self.mutation_runs = 0
+        self.max_mutation_runs = MAX_MUTATION_RUNS  # 0: validated mutations are not run for real
         self.fixtures: dict[str, Path | None] = {}
         self.servers: list[socket.socket] = []
         self.started = time.monotonic()
@@ -1126,13 +1138,24 @@ class Probe:
                 self.queue.appendleft(follow)
         return row
 
+    def cases(self, category: str) -> list[Case]:
+        """The cases of one category (nothing runs until a case's ``make``)."""
+        return list(getattr(self, "cases_" + category.replace("-", "_"))())
+
     def run_all(self, categories: list[str]) -> None:
         self.queue: deque[Case] = deque()
         for category in categories:
-            builder = getattr(self, "cases_" + category.replace("-", "_"))
-            self.queue.extend(builder())
+            self.queue.extend(self.cases(category))
             while self.queue:
                 self.run_case(self.queue.popleft())
+
+    def run_one(self, case: Case) -> list[dict[str, Any]]:
+        """Run one case and the follow-ups it queues; its rows (with any baseline runs it needed)."""
+        first = len(self.rows)
+        self.queue = deque([case])
+        while self.queue:
+            self.run_case(self.queue.popleft())
+        return self.rows[first:]
 
     # -- fixtures: real runs that the tamper, CLI and interruption cases need -----------------------
     def fixture(self, name: str, scenario: str) -> Path | None:
@@ -1214,7 +1237,9 @@ class Probe:
                 followups=self.run_followup(domain, mut, path, cid, setup, category),
             )
 
-        return Case(cid, category, f"{scenario}: {mut.what}", make)
+        return Case(
+            cid, category, f"{scenario}: {mut.what}", make, try_run=mut.try_run and domain in FAST_DOMAINS
+        )
 
     def run_followup(
         self, domain: str, mut: Mutation, path: Path, cid: str, setup: str, category: str
@@ -1241,7 +1266,7 @@ class Probe:
             follows = []
             if mut.expect == "error":  # does the deeper check catch what plain validate let through?
                 follows.append(Case(cid + "-build", category, f"validate --build of: {mut.what}", build))
-            if domain not in FAST_DOMAINS or self.mutation_runs >= MAX_MUTATION_RUNS:
+            if domain not in FAST_DOMAINS or self.mutation_runs >= self.max_mutation_runs:
                 return follows
             self.mutation_runs += 1
 
@@ -1446,6 +1471,7 @@ class Probe:
             watch: Callable[[Path], list[Path]] | None = None,
             env: dict[str, str] | None = None,
             timeout: float | None = None,
+            slow: bool = False,
         ) -> Case:
             def make(cdir: Path) -> Spec:
                 argv = args(cdir)
@@ -1462,7 +1488,7 @@ class Probe:
                     setup=what,
                 )
 
-            return Case(f"C-{key}", "cli", what, make)
+            return Case(f"C-{key}", "cli", what, make, slow=slow)
 
         b = self.budget
         yield simple(
@@ -1623,6 +1649,7 @@ class Probe:
             lambda c: ["compare", str(self.base()), str(self.fixture("wealth", "wealth/single-goal"))],
             expect="ok",
             out=False,
+            slow=True,  # needs the baseline run
         )
         yield simple(
             "compare-empty-dir",
@@ -1631,6 +1658,7 @@ class Probe:
             value=("empty",),
             out=False,
             watch=watch_empty,
+            slow=True,  # needs the baseline run
         )
         yield simple(
             "compare-junk-dir",
@@ -1690,6 +1718,7 @@ class Probe:
             field_=("--resume", "scenario"),
             out=False,
             watch=lambda c: [c / "run"],
+            slow=True,  # needs the baseline run
         )
         yield simple("run-nothing", "run without a scenario or --resume", lambda c: ["run"], out=False)
 
@@ -1708,6 +1737,7 @@ class Probe:
             out=False,
             timeout=RUN_TIMEOUT,
             watch=lambda c: [c / "run"],
+            slow=True,  # needs the baseline run
         )
         yield simple(
             "tune-trials-0",
@@ -1743,6 +1773,7 @@ class Probe:
             value=("0",),
             out=False,
             watch=lambda c: [c / "run"],
+            slow=True,  # needs the baseline run
         )
 
     # -- category: tamper ------------------------------------------------------------------------------
@@ -2360,6 +2391,13 @@ def classify(ex: Exec, left: bool, marker_fired: bool) -> str:
     return "other"
 
 
+def outcome_label(row: dict[str, Any]) -> str:
+    """The report's column for a row: the outcome, with acceptances split into reasonable and nonsense."""
+    if row["outcome"] == "accepted":
+        return "accepted (nonsense)" if row["reasonable"] == "no" else "accepted (reasonable)"
+    return row["outcome"]
+
+
 def problem(row: dict[str, Any]) -> str:
     """Why a row needs a look ('' if it does not)."""
     outcome = row["outcome"]
@@ -2407,12 +2445,7 @@ def write_outputs(probe: Probe, out_dir: Path, wall: float) -> tuple[Path, Path]
         "other",
     ]
 
-    def column(row: dict[str, Any]) -> str:
-        if row["outcome"] == "accepted":
-            return "accepted (nonsense)" if row["reasonable"] == "no" else "accepted (reasonable)"
-        return row["outcome"]
-
-    counts: Counter[tuple[str, str]] = Counter((r["category"], column(r)) for r in rows)
+    counts: Counter[tuple[str, str]] = Counter((r["category"], outcome_label(r)) for r in rows)
     lines = [
         "# fieldrl input probe",
         "",
