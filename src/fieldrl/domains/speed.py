@@ -14,6 +14,8 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from fieldrl.policies.signatures import absolute_module
+
 
 @dataclass(frozen=True)
 class Speed:
@@ -97,20 +99,10 @@ def _class(module: str, name: str, tree: ast.Module, package: bool, depth: int =
         if isinstance(node, ast.ImportFrom) and depth < 10:
             for alias in node.names:
                 if (alias.asname or alias.name) == name:
-                    source = _absolute(module, package, node.module, node.level)
+                    source = absolute_module(module, package, node.module, node.level)
                     imported = _source(source)
                     return None if imported is None else _class(source, alias.name, *imported, depth + 1)
     return None
-
-
-def _absolute(module: str, package: bool, target: str | None, level: int) -> str:
-    """The module a ``from <level dots><target> import`` in ``module`` names."""
-    if level == 0:
-        return target or ""
-    parts = module.split(".")
-    base = parts if package else parts[:-1]
-    base = base[: len(base) - (level - 1)]
-    return ".".join([*base, target] if target else base)
 
 
 def _speed_in(cls: ast.ClassDef) -> Speed | None:

@@ -16,7 +16,7 @@ Importing this module imports nothing but the standard library (``fieldrl list``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 #: how :func:`fieldrl.policies.imitation.clone` fits an actor to demonstrations: ``on-policy`` (the
 #: log-probability of the demonstrated action under the policy's distribution, ``V(s)`` to returns),
@@ -44,15 +44,7 @@ ExportGraph = Literal[
     "squashed-gaussian-actor",
     "history-actor",
 ]
-EXPORT_GRAPHS: tuple[ExportGraph, ...] = (
-    "actor-critic",
-    "recurrent-actor-critic",
-    "q",
-    "quantile-q",
-    "deterministic-actor",
-    "squashed-gaussian-actor",
-    "history-actor",
-)
+EXPORT_GRAPHS: tuple[ExportGraph, ...] = get_args(ExportGraph)
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,7 @@ def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
                 yield from _statements(block)
 
 
-def _absolute(module: str, package: bool, target: str | None, level: int) -> str:
+def absolute_module(module: str, package: bool, target: str | None, level: int) -> str:
     """The module a ``from <level dots><target> import`` in ``module`` names."""
     if level == 0:
         return target or ""
@@ -154,7 +154,7 @@ def _find_class(module: str, name: str, depth: int = 0) -> tuple[str, ast.ClassD
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 if (alias.asname or alias.name) == name:
-                    source = _absolute(module, package, node.module, node.level)
+                    source = absolute_module(module, package, node.module, node.level)
                     return _find_class(source, alias.name, depth + 1)
     raise AlgorithmSourceError(f"cannot find class {name} in the source of {module}")
 
