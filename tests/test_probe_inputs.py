@@ -51,6 +51,11 @@ KNOWN: dict[str, tuple[str, str]] = {
         "clear-error",
         "refused valid input: rail/quick's stress axis sets malfunction_interval, which env_file fixes",
     ),
+    # refused as it should be (exit 2, no pickle run), but after --trust's own warning line: two lines
+    "T-weights-pickle-trust": (
+        "other",
+        "--trust prints its warning before the one-line error (not a weights file): two lines by design",
+    ),
     "I-sigterm-training-jobs2-resume": (
         "other",
         "resumed run compared with plain chemo/quick (no checkpoints): different training by design",
