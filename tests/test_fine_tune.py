@@ -20,6 +20,7 @@ from stable_baselines3.common.logger import Logger
 import fieldrl
 from fieldrl.errors import FieldrlError
 from fieldrl.policies import fine_tune
+from fieldrl.policies.spec import FineTuneSchedule
 from fieldrl.policies.weights import read_record
 from fieldrl.reports.pdf import moved_past_start
 from fieldrl.scenario import load_scenario
@@ -64,7 +65,7 @@ def test_the_warm_up_fits_the_critic_before_any_actor_update():
     model = _ppo()
     actor0, critic0 = _split(model)
     log = fine_tune.FineTuneLog()
-    undo = fine_tune.install(model, fine_tune.Schedule(warmup=256, ramp=256), None, log)
+    undo = fine_tune.install(model, FineTuneSchedule(warmup=256, ramp=256), None, log)
     model.learn(256)
     actor1, critic1 = _split(model)
     assert _same(actor0, actor1), "the actor moved in the critic's warm-up"
@@ -83,7 +84,7 @@ def test_the_warm_up_fits_the_critic_before_any_actor_update():
 def test_the_ramp_scales_the_actors_step():
     """Half-way up the ramp the actor moves exactly half as far as Adam would move it."""
     full, half = _ppo(seed=3, n_epochs=1), _ppo(seed=3, n_epochs=1)  # one optimiser step each
-    fine_tune.install(half, fine_tune.Schedule(warmup=0, ramp=128), None, fine_tune.FineTuneLog())
+    fine_tune.install(half, FineTuneSchedule(warmup=0, ramp=128), None, fine_tune.FineTuneLog())
     actor_full0, _ = _split(full)
     torch.manual_seed(11)
     full.learn(64)
@@ -102,7 +103,7 @@ def test_off_policy_warm_up_trains_the_critic_only():
     )
     actor0 = [p.detach().clone() for p in model.actor.parameters()]
     critic0 = [p.detach().clone() for p in model.critic.parameters()]
-    fine_tune.install(model, fine_tune.Schedule(warmup=200, ramp=0), None, fine_tune.FineTuneLog())
+    fine_tune.install(model, FineTuneSchedule(warmup=200, ramp=0), None, fine_tune.FineTuneLog())
     model.learn(150)
     assert _same(actor0, [p.detach() for p in model.actor.parameters()])
     assert not _same(critic0, [p.detach() for p in model.critic.parameters()])
@@ -115,7 +116,7 @@ def test_the_pull_follows_its_schedule_and_draws_the_actor_to_the_clone():
     teacher = fine_tune.frozen_copy(teacher_model.policy)
     model = _ppo(seed=1, learning_rate=1e-5, batch_size=16)  # PPO barely moves: the pull does
     log = fine_tune.FineTuneLog()
-    fine_tune.install(model, fine_tune.Schedule(pull_weight=100.0, pull_fade=1024), teacher, log)
+    fine_tune.install(model, FineTuneSchedule(pull_weight=100.0, pull_fade=1024), teacher, log)
     env, states = gym.make("CartPole-v1"), []  # states like those the rollouts visit
     obs, _ = env.reset(seed=5)
     env.action_space.seed(5)
@@ -154,7 +155,7 @@ def test_the_pull_follows_its_schedule_and_draws_the_actor_to_the_clone():
 def test_the_jump_starts_horizon_falls_only_when_validation_reaches_the_clones_score():
     model = _ppo()
     jump = fine_tune.JumpStart(
-        model, fine_tune.frozen_copy(model.policy), fine_tune.Schedule(guide_horizon=20, guide_stages=4), True
+        model, fine_tune.frozen_copy(model.policy), FineTuneSchedule(guide_horizon=20, guide_stages=4), True
     )
     seen = []
     for value in (10.0, 9.0, 10.0, 9.9, 12.0, float("nan"), 11.0, 30.0, 40.0):  # the first: the clone's
@@ -164,14 +165,14 @@ def test_the_jump_starts_horizon_falls_only_when_validation_reaches_the_clones_s
     lower = fine_tune.JumpStart(
         _ppo(),
         fine_tune.frozen_copy(model.policy),
-        fine_tune.Schedule(guide_horizon=10, guide_stages=2),
+        FineTuneSchedule(guide_horizon=10, guide_stages=2),
         False,
     )
     for value in (5.0, 6.0, 4.0):  # lower is better: 6 does not reach 5, 4 does
         lower.on_validation(value)
     assert lower.horizon == 5
     resumed = fine_tune.JumpStart(
-        _ppo(), jump.teacher, fine_tune.Schedule(guide_horizon=20, guide_stages=4), True, [10.0, 9.0, 10.0]
+        _ppo(), jump.teacher, FineTuneSchedule(guide_horizon=20, guide_stages=4), True, [10.0, 9.0, 10.0]
     )
     assert resumed.horizon == 15  # a resumed training replays its validations
 
@@ -185,7 +186,7 @@ def test_the_clone_drives_the_first_decisions_of_every_episode():
     horizon = 4  # a decisive clone ends CartPole episodes within about ten steps
     fine_tune.install(
         model,
-        fine_tune.Schedule(guide_horizon=horizon, guide_stages=2),
+        FineTuneSchedule(guide_horizon=horizon, guide_stages=2),
         teacher,
         fine_tune.FineTuneLog(),
         _Never(),

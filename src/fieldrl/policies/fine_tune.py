@@ -68,10 +68,6 @@ def pull_weight(step: int, weight: float, fade_steps: int) -> float:
     return float(weight * max(0.0, 1.0 - step / fade_steps))
 
 
-#: a ``fine_tune`` section in env steps (defined with the training spec, which carries it)
-Schedule = FineTuneSchedule
-
-
 LOG_COLUMNS = (
     "timesteps",
     "actor_scale",
@@ -150,7 +146,7 @@ class JumpStart:
         self,
         model: Any,
         teacher: Any,
-        schedule: Schedule,
+        schedule: FineTuneSchedule,
         higher_is_better: bool,
         history: list[float] | None = None,
     ) -> None:
@@ -360,7 +356,7 @@ class Installed:
 
 def install(
     model: Any,
-    schedule: Schedule,
+    schedule: FineTuneSchedule,
     teacher: Any | None,
     log: FineTuneLog,
     validations: Any = None,
