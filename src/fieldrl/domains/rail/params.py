@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -83,6 +84,20 @@ class FlatlandConfig(BaseModel):
         if self.speed_profile is not None:
             level = level.with_changes(speed_profile=tuple((s.speed, s.share) for s in self.speed_profile))
         return level
+
+
+@lru_cache(maxsize=256)
+def build_failure(level: Level) -> str | None:
+    """Why Flatland cannot build ``level`` (with seed 0), or None when it can.
+
+    Cached: one scenario checks the same configuration for every stress point and at every step of
+    ``validate`` and ``run``, and a build takes a good part of a second; a ``Level`` is frozen.
+    """
+    try:
+        make_rail_env(level, 0)
+    except Exception as exc:  # Flatland's generators raise ValueError and others for impossible layouts
+        return " ".join(str(exc).split())[:200] or type(exc).__name__
+    return None
 
 
 class RailParams(BaseModel):
@@ -194,13 +209,9 @@ class RailParams(BaseModel):
                 )
             if not SIMULATOR_CHECKS.get():
                 return self
-            try:
-                make_rail_env(level, 0)
-            except (
-                Exception
-            ) as exc:  # Flatland's generators raise ValueError and others for impossible layouts
-                reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-                raise ValueError(f"flatland: Flatland cannot build this configuration ({reason})") from None
+            reason = build_failure(level)
+            if reason is not None:
+                raise ValueError(f"flatland: Flatland cannot build this configuration ({reason})")
         return self
 
     def configuration(self) -> Level:
