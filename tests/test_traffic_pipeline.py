@@ -6,6 +6,8 @@ import json
 import math
 
 import pandas as pd
+import yaml
+from conftest import shipped_untuned
 from pypdf import PdfReader
 from typer.testing import CliRunner
 
@@ -15,9 +17,13 @@ from fieldrl.cli import app
 def test_traffic_quick_runs_end_to_end_and_reports_both_modes(tmp_path, monkeypatch):
     monkeypatch.setenv("FIELDRL_TRAFFIC_DIR", str(tmp_path / "cache"))
     out = tmp_path / "run"
-    result = CliRunner().invoke(
-        app, ["run", "traffic/quick", "--budget", "demo", "--out", str(out), "--quiet"]
-    )
+    # traffic/quick as shipped but for its stress section (test_traffic_stress.py runs that): the
+    # stress replays would double this, the suite's longest test
+    data = shipped_untuned("traffic/quick")
+    del data["stress"]
+    scenario = tmp_path / "quick.yaml"
+    scenario.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = CliRunner().invoke(app, ["run", str(scenario), "--budget", "demo", "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
     text = " ".join(" ".join((p.extract_text() or "").split()) for p in PdfReader(out / "report.pdf").pages)
     for words in (
