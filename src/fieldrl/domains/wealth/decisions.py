@@ -1,7 +1,7 @@
 """Words for decision differences in goals-based wealth management, and the choices the engine reads.
 
 The observation's layout is :mod:`fieldrl.domains.wealth.env`'s: a head of nine entries, a block per
-upcoming goal, and with inflation two more entries.
+upcoming goal, with inflation two more entries, and with ``goal_gap`` two more after those.
 """
 
 from __future__ import annotations
@@ -22,19 +22,21 @@ HEAD = [
     "highest volatility",
 ]
 PRICES = ["price index", "last year's inflation x 10"]
+GAP = ["ln(wealth / next goal's cost)", "that gap / (volatility x sqrt(years to it + 1))"]
 
 
 def features(envs: Any, n_features: int) -> list[str]:
     levels = int(envs.n_options) - 1
     block = 2 + 2 * levels
     priced = envs.inflation is not None
-    goals = (n_features - len(HEAD) - (len(PRICES) if priced else 0)) // block
+    gap = GAP if envs.goal_gap else []
+    goals = (n_features - len(HEAD) - (len(PRICES) if priced else 0) - len(gap)) // block
     names = list(HEAD)
     for g in range(1, goals + 1):
         names += [f"goal {g} ahead", f"years to goal {g} (share)"]
         for j in range(1, levels + 1):
             names += [f"goal {g} level {j} cost / starting wealth", f"goal {g} level {j} utility / 20"]
-    return names + (PRICES if priced else [])
+    return names + (PRICES if priced else []) + gap
 
 
 def action_words(envs: Any) -> list[str]:

@@ -122,6 +122,10 @@ class WealthDomain(Domain[WealthParams]):
         "W0 units": "multiples of the investor's starting wealth.",
     }
     heuristics = HEURISTICS
+    policy_params = {
+        "goal_gap": "whether its observation adds how far wealth is from the next goal's cost (in log "
+        "wealth and in volatilities of the years left)",
+    }
     # the capital market regime (mean returns, volatilities, inflation of goal costs); default points
     # and ranges in the domain's units, and why: fieldrl.domains.wealth.stress
     stress_axes = stress_axes()
@@ -141,6 +145,7 @@ class WealthDomain(Domain[WealthParams]):
             max_levels=p.max_levels,
             inflation=p.inflation_model(),
             market=p.market(),
+            goal_gap=p.goal_gap,
         )
         if seed is not None:
             env.reset(seed=seed)

@@ -15,6 +15,9 @@ With stochastic inflation of goal costs (``inflation``), goal costs are shown at
 prices (listed cost times the price index ``P_t``) and two entries are appended:
 ``[P_t, 10 * pi_{t-1}]`` (the index and last year's log inflation rate). Without
 inflation the observation is exactly the one above.
+
+With ``goal_gap`` (a learned policy's own choice) two more entries come last: see
+:func:`append_goal_gap`.
 """
 
 from __future__ import annotations
@@ -36,8 +39,43 @@ PRICE_OBS = 2
 RATE_SCALE = 10.0
 
 
-def observation_size(max_obs_goals: int, max_levels: int, inflation: bool = False) -> int:
-    return _HEAD + max_obs_goals * (2 + 2 * max_levels) + (PRICE_OBS if inflation else 0)
+#: entries appended with ``goal_gap``: the gap to the next goal in log wealth, and in volatilities.
+GOAL_GAP_OBS = 2
+#: the log-wealth gap is clipped to +-GAP_CLIP, the gap in volatilities to +-2 GAP_CLIP.
+GAP_CLIP = 5.0
+
+
+def observation_size(
+    max_obs_goals: int, max_levels: int, inflation: bool = False, goal_gap: bool = False
+) -> int:
+    return (
+        _HEAD
+        + max_obs_goals * (2 + 2 * max_levels)
+        + (PRICE_OBS if inflation else 0)
+        + (GOAL_GAP_OBS if goal_gap else 0)
+    )
+
+
+def append_goal_gap(obs: np.ndarray) -> np.ndarray:
+    """``(n, size)`` observations with the two ``goal_gap`` entries appended (float32).
+
+    ``ln(W / c)``, with ``c`` the cost of the next goal's first level (at today's prices), clipped to
+    ``+-GAP_CLIP``; and that gap over ``sigma_max * sqrt(years to the goal + 1)``, clipped to
+    ``+-2 GAP_CLIP``; both 0 when no goal is ahead. Both are functions of entries already in the
+    observation (wealth, the goal's cost and years, the horizon, the highest volatility), but a ReLU
+    network approximates logs and ratios poorly, and the optimal portfolio of a single goal depends
+    on wealth through this gap: with it, PPO from scratch comes closer to the DP optimum
+    (docs/wealth.md).
+    """
+    obs = np.asarray(obs, dtype=np.float64).reshape(len(obs), -1)
+    wealth, ahead, cost = obs[:, 1], obs[:, _HEAD] > 0, obs[:, _HEAD + 2]
+    years = obs[:, _HEAD + 1] * obs[:, 4] * 20.0  # (time - t) / T times T
+    ok = ahead & (cost > 0)
+    gap = np.log(np.maximum(wealth, 1e-6) / np.where(ok, cost, 1.0))
+    gap = np.where(ok, np.clip(gap, -GAP_CLIP, GAP_CLIP), 0.0)
+    spread = np.maximum(obs[:, 8], 1e-6) * np.sqrt(np.maximum(years, 0.0) + 1.0)
+    scaled = np.clip(gap / spread, -2 * GAP_CLIP, 2 * GAP_CLIP)
+    return np.concatenate([obs, np.stack([gap, scaled], axis=1)], axis=1).astype(np.float32)
 
 
 def cost_columns(max_obs_goals: int, max_levels: int) -> np.ndarray:
@@ -121,6 +159,7 @@ class WealthEnv(gym.Env):
         last year's inflation rate to the observation, and each step then draws an
         inflation shock right after the market shock from the same generator.
     :param market: random problems' ``(mean shift, volatility factor)`` (see ``sample_problem``).
+    :param goal_gap: append the gap to the next goal to the observation (:func:`append_goal_gap`).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -134,6 +173,7 @@ class WealthEnv(gym.Env):
         k: int = 15,
         inflation: Inflation | None = None,
         market: tuple[float, float] = (0.0, 1.0),
+        goal_gap: bool = False,
     ):
         super().__init__()
         if (problem is None) != random:
@@ -147,8 +187,9 @@ class WealthEnv(gym.Env):
             problem if problem is not None else sample_problem(np.random.default_rng(0), max_levels)
         )
         self.inflation = inflation
+        self.goal_gap = bool(goal_gap)
         self.action_space = spaces.MultiDiscrete([1 + self.max_levels, self.k])
-        size = observation_size(self.max_obs_goals, self.max_levels, inflation is not None)
+        size = observation_size(self.max_obs_goals, self.max_levels, inflation is not None, self.goal_gap)
         self.observation_space = spaces.Box(-OBS_CLIP, OBS_CLIP, shape=(size,), dtype=np.float32)
         self._batch = WealthBatch(self.problem, 1, inflation)
 
@@ -157,9 +198,10 @@ class WealthEnv(gym.Env):
         price = None
         if self.inflation is not None:
             price = (float(b.price_index[0]), float(b.inflation_rate[0]))
-        return observe(
+        obs = observe(
             self.problem, int(b.t[0]), float(b.wealth[0]), self.max_obs_goals, self.max_levels, price
         )
+        return append_goal_gap(obs[None, :])[0] if self.goal_gap else obs
 
     def _info(self) -> dict[str, Any]:
         b = self._batch

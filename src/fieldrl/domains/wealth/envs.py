@@ -30,7 +30,13 @@ from gymnasium import spaces
 
 from fieldrl.domains.base import EvalEnvs
 from fieldrl.domains.vec_env import BatchedVecEnv
-from fieldrl.domains.wealth.env import OBS_CLIP, apply_prices, observation_size, observe
+from fieldrl.domains.wealth.env import (
+    OBS_CLIP,
+    append_goal_gap,
+    apply_prices,
+    observation_size,
+    observe,
+)
 from fieldrl.domains.wealth.heuristics import ProblemObs, action_sizes, dp_solution
 from fieldrl.domains.wealth.params import WealthParams
 from fieldrl.simulators.gbwm.engine import SAMPLE_T, Inflation, Problem, WealthBatch, sample_problem
@@ -124,13 +130,17 @@ class WealthEvalEnvs(EvalEnvs):
             rows = np.flatnonzero(self.problem_index == j)
             e = None if inflation is None else np.stack([price_shocks[i] for i in rows])
             self.groups.append(_Group(p, rows, np.stack([shocks[i] for i in rows]), obs_args, inflation, e))
-        self.obs_size = observation_size(*obs_args, inflation is not None) if order else 0
+        self.goal_gap = params.goal_gap
+        self._base_size = observation_size(*obs_args, inflation is not None) if order else 0
+        self.obs_size = observation_size(*obs_args, inflation is not None, self.goal_gap) if order else 0
         self.initial_info: dict[str, np.ndarray] = {}
 
     def _obs(self) -> ProblemObs:
-        out = np.zeros((self.n, self.obs_size))
+        out = np.zeros((self.n, self._base_size))
         for g in self.groups:
             out[g.rows] = g.obs()
+        if self.goal_gap and self.n:
+            out = append_goal_gap(out)
         return ProblemObs.wrap(out.astype(np.float32), self.problems)
 
     def reset(self) -> ProblemObs:
@@ -240,7 +250,9 @@ class WealthVecEnv(BatchedVecEnv):
         n_options, k = action_sizes(params)
         self.levels = n_options - 1
         self.obs_args = (params.max_obs_goals, self.levels)
-        size = self._size = observation_size(*self.obs_args, self._priced)
+        self.goal_gap = params.goal_gap
+        self._size = observation_size(*self.obs_args, self._priced)
+        size = observation_size(*self.obs_args, self._priced, self.goal_gap)
         super().__init__(
             n_envs,
             spaces.Box(-OBS_CLIP, OBS_CLIP, shape=(size,), dtype=np.float32),
@@ -303,7 +315,7 @@ class WealthVecEnv(BatchedVecEnv):
                 obs[rows, 1] = np.clip(batch.wealth / batch.problem.W0, -OBS_CLIP, OBS_CLIP)
         if self._priced:
             np.clip(obs, -OBS_CLIP, OBS_CLIP, out=obs)
-        return obs.astype(np.float32)
+        return append_goal_gap(obs) if self.goal_gap else obs.astype(np.float32)
 
     def reset(self) -> np.ndarray:
         if self._pending_seed is not None:

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from fieldrl.policies import memory_guard
 from fieldrl.simulators.gbwm.dp import MAX_DENSITY, converged_bytes, grid_points, solve_bytes
@@ -113,6 +113,11 @@ class WealthParams(_Strict):
         None,
         description="Stochastic inflation of goal costs (an extra state variable; no DP optimum). "
         "None: costs as listed.",
+    )
+    goal_gap: StrictBool = Field(
+        False,
+        description="A learned policy's own observation (its `params:`): append how far wealth is from "
+        "the next goal's cost, in log wealth and in volatilities of the years left.",
     )
     market_mean_shift: float = Field(
         0.0,
