@@ -442,6 +442,17 @@ def setter(path: str, value: Any, drop_tuned: bool = False) -> Callable[[dict[st
     return apply
 
 
+def env_file_setter(name: str) -> Callable[[dict[str, Any]], None]:
+    """``params.env_file = name``, and the scenario's stress section dropped: an env file fixes the
+    network, trains and breakdowns, which rail/quick's stress axes would move (refused, rightly)."""
+
+    def apply(data: dict[str, Any]) -> None:
+        set_path(data, "params.env_file", name)
+        data.pop("stress", None)
+
+    return apply
+
+
 def variants_setter(name: str) -> Callable[[dict[str, Any]], None]:
     def apply(data: dict[str, Any]) -> None:
         data.setdefault("variants", {})[name] = {}
@@ -928,8 +939,9 @@ def file_mutations() -> list[tuple[str, Mutation]]:
             Mutation(
                 "env-relative-valid",
                 "params.env_file = level0.pkl, a Flatland level-0 environment saved with RailEnvPersister "
-                "beside the scenario, named relative to it (as cohort_file and layout_file are)",
-                setter("params.env_file", "level0.pkl"),
+                "beside the scenario, named relative to it (as cohort_file and layout_file are); the "
+                "stress section dropped (its axes move what an env file fixes)",
+                env_file_setter("level0.pkl"),
                 ("env_file",),
                 ("level0.pkl",),
                 expect="ok",

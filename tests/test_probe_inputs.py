@@ -46,11 +46,6 @@ probe_inputs = _load_probe()
 KNOWN: dict[str, tuple[str, str]] = {
     "S-chemo-cnn-policy": ("accepted (nonsense)", "CnnPolicy refused only by validate --build"),
     "F-traffic-net-empty": ("accepted (nonsense)", "an empty net file passes plain validate"),
-    # not in the report of 2026-12-05 (accepted then): now refused by the stress axes' check
-    "F-rail-env-relative-valid": (
-        "clear-error",
-        "refused valid input: rail/quick's stress axis sets malfunction_interval, which env_file fixes",
-    ),
     # refused as it should be (exit 2, no pickle run), but after --trust's own warning line: two lines
     "T-weights-pickle-trust": (
         "other",
