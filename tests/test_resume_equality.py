@@ -184,9 +184,20 @@ def test_interrupt_in_the_report_then_resume_gives_the_uninterrupted_results(
         api.resume(folder.path, show_progress=False)
     assert (folder.path / "results.parquet").exists() and not (folder.path / "report.pdf").exists()
     monkeypatch.undo()
+    from fieldrl.evaluation import runner
+
+    played: list[str] = []
+    real = runner.run_eval_job
+
+    def counted(data, run_dir, job, *args):
+        played.append(job.policy)
+        return real(data, run_dir, job, *args)
+
+    monkeypatch.setattr(runner, "run_eval_job", counted)
     result = cli.invoke(app, ["run", "--resume", str(folder.path), "--quiet"])
     assert result.exit_code == 0, result.output
     assert (folder.path / "report.pdf").exists()
+    assert played == []  # the evaluation had finished: resuming does not play it again
     _same(folder.path, uninterrupted)
 
 

@@ -368,8 +368,14 @@ def evaluate(
     folder, scenario, meta = open_run(run_dir)
     every = runner.eval_jobs(scenario)
     recorded = folder.hashes()
+    if resume and _evaluation_finished(recorded):  # interrupted later (stress, replay, report)
+        results = folder.read_parquet("results.parquet", "evaluate it first")
+        summary = read_summary(folder, scenario, get_domain(scenario.domain))
+        _record_decisions(folder, scenario, summary, jobs, show_progress, trust)
+        return results
     if not resume:
         _forget_partials(folder)
+        folder.write_json(EVALUATION_STARTED, {"jobs": len(every)})
         recorded = folder.hashes()
     todo = [job for job in every if runner.partial_results(job)[0] not in recorded]
     _play(folder, scenario, todo, jobs, show_progress, trust, "evaluation")
@@ -546,6 +552,16 @@ def _training_records(folder: RunFolder, scenario: Scenario, trust: bool = False
             continue
         records.setdefault(job.variant, {}).setdefault(job.policy, {})[str(job.seed)] = read_record(path)
     return records
+
+
+#: recorded when an evaluation starts afresh and forgotten with the other partial files once its
+#: results are written: a run with results and no partial file has finished its latest evaluation
+EVALUATION_STARTED = "partial/evaluation-started.json"
+
+
+def _evaluation_finished(recorded: dict[str, str]) -> bool:
+    """The latest evaluation wrote its results: nothing of it is left under ``partial/``."""
+    return "results.parquet" in recorded and not any(rel.startswith("partial/") for rel in recorded)
 
 
 def _forget_partials(folder: RunFolder) -> None:
