@@ -105,3 +105,20 @@ def test_only_the_entry_that_asks_sees_the_gap(write_scenario) -> None:
     _, _, ppo = runner._context(data, "default", "PPO")
     _, _, dp = runner._context(data, "default", "DP optimum")
     assert ppo.goal_gap is True and dp.goal_gap is False
+
+
+def test_fieldrl_tune_tries_the_gap_as_one_of_an_entry_s_own_settings(write_scenario) -> None:
+    from fieldrl.domains import get_domain
+    from fieldrl.evaluation import tuning
+
+    domain = get_domain("wealth")
+    scenario = load_scenario(write_scenario(shipped_untuned("wealth/single-goal")))
+    entry = scenario.policies.learned[0]
+    space = tuning._space(entry, (), domain)
+    assert space["params.goal_gap"].choices == ("no", "yes")
+    assert tuning._handset_params(scenario, "default", entry, domain, space) == {"params.goal_gap": "no"}
+    assert tuning.split_sample({"gamma": 0.99, "params.goal_gap": "yes"}, domain) == (
+        {"gamma": 0.99},
+        {"goal_gap": True},
+    )
+    assert "params.goal_gap" not in tuning._space(entry, ("goal_gap",), domain)

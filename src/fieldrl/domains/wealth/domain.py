@@ -126,6 +126,7 @@ class WealthDomain(Domain[WealthParams]):
         "goal_gap": "whether its observation adds how far wealth is from the next goal's cost (in log "
         "wealth and in volatilities of the years left)",
     }
+    tunable_policy_params = {"goal_gap": {"no": False, "yes": True}}
     # the capital market regime (mean returns, volatilities, inflation of goal costs); default points
     # and ranges in the domain's units, and why: fieldrl.domains.wealth.stress
     stress_axes = stress_axes()
