@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from scipy.stats import norm
 from stable_baselines3 import PPO
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecEnvWrapper, VecNormalize
 
 from fieldrl.domains.wealth.env import append_goal_gap
@@ -125,6 +126,7 @@ def main() -> None:
         seed=args.seed,
         device="cpu",
     )
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default makes a /tmp folder per learn()
     table = observation_table(problem, params.max_obs_goals, raw.levels)
 
     def policy(t: int, wealth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
