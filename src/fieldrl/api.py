@@ -375,10 +375,10 @@ def evaluate(
         return results
     if not resume:
         _forget_partials(folder)
-        folder.write_json(EVALUATION_STARTED, {"jobs": len(every)})
         recorded = folder.hashes()
     todo = [job for job in every if runner.partial_results(job)[0] not in recorded]
-    _play(folder, scenario, todo, jobs, show_progress, trust, "evaluation")
+    started = None if resume else (EVALUATION_STARTED, {"jobs": len(every)})
+    _play(folder, scenario, todo, jobs, show_progress, trust, "evaluation", started)
     hashes = folder.hashes()
     frames, traces, failures = [], [], []
     validation: dict[str, dict[str, float]] = {}
@@ -494,10 +494,13 @@ def _play(
     show_progress: bool,
     trust: bool,
     label: str,
+    started: tuple[str, Any] | None = None,
 ) -> None:
     """Play the evaluation (or stress) jobs ``todo``, each finished one's results, failures, heuristic
     validation score and trace (not a stress job's: the report draws plain episodes) written and
-    recorded at once, so that an interruption loses only the jobs still running."""
+    recorded at once, so that an interruption loses only the jobs still running. ``started``: a JSON
+    file recorded once the learned models are checked, before the first job (nothing is written for
+    a refused model)."""
     if not todo:
         return
     data = scenario.model_dump(mode="json")
@@ -522,6 +525,9 @@ def _play(
 
     hashes = folder.hashes()
     runner.check_learned_models(data, str(folder.path), todo, hashes, trust)
+    if started is not None:
+        folder.write_json(*started)
+        hashes = folder.hashes()
     with JobProgress(label, len(todo), enabled=show_progress) as progress:
         _backend(jobs).execute(
             runner.run_eval_job,
