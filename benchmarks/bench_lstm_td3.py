@@ -24,6 +24,7 @@ import numpy as np
 import stable_baselines3 as sb3
 import torch
 from _common import machine_info, quick_mode, write_result
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecNormalize
 
 from fieldrl.domains import get_domain
@@ -48,6 +49,12 @@ RESULT = Path(__file__).parent / "results" / "lstm_td3.json"
 
 
 def make_model(name: str, seed: int = 0) -> Any:
+    model = _build_model(name, seed)
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default makes a /tmp folder per learn()
+    return model
+
+
+def _build_model(name: str, seed: int) -> Any:
     domain = get_domain("chemo")
     env = domain.make_train_vec_env(domain.params_model(preset="s1"), N_ENVS, seed)
     if name in STUDY_ENTRIES:
