@@ -240,6 +240,13 @@ def test_replaying_a_multi_agent_masked_bundle_gives_the_runs_kpis_exactly(taxiw
     for name in check.metrics:  # equal, NaN where the run's is NaN (no aircraft finished: no taxi time)
         np.testing.assert_array_equal(check.bundle[name], check.run[name], err_msg=name)
     assert "decision_ms" not in check.metrics  # machine timings are not compared
+    # the card is strict JSON: the run's NaN (no taxi time) is null, in the file and in the markdown
+    text = (result.folder / "model-card.json").read_text()
+    card = json.loads(text, parse_constant=lambda word: pytest.fail(f"{word} in model-card.json"))
+    assert card == result.card
+    taxi = next(k for k in card["held_out"]["kpis"] if k["name"] == "taxi_time_min")
+    assert taxi["this_seed"] is None and taxi["policy"]["value"] is None, taxi
+    assert "nan" not in (result.folder / "model-card.md").read_text().lower()
 
 
 def test_an_export_whose_replay_differs_from_the_run_is_refused_writing_nothing(

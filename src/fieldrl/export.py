@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -941,6 +942,18 @@ def _card(
     }
 
 
+def _nan_as_null(value: Any) -> Any:
+    """``value`` with every NaN or infinite number as None: the card is strict JSON (null, as the stress
+    summary writes them), not Python's ``NaN`` that other JSON readers refuse."""
+    if isinstance(value, dict):
+        return {k: _nan_as_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nan_as_null(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def _number(value: Any) -> str:
     return "-" if value is None else f"{value:.4g}"
 
@@ -1380,10 +1393,11 @@ def export_policy(
         None if failed is None else _known_failures(failed, operating, stress_failed),
         replayed,
     )
+    card = _nan_as_null(card)
     files = {
         ONNX_FILE: data,
         runtime.CONTRACT_FILE: (json.dumps(contract, indent=1) + "\n").encode(),
-        CARD_JSON: (json.dumps(card, indent=1) + "\n").encode(),
+        CARD_JSON: (json.dumps(card, indent=1, allow_nan=False) + "\n").encode(),
         CARD_MD: card_markdown(card, contract).encode(),
     }
     _write_folder(target, files, contract["format"])
