@@ -112,13 +112,33 @@ def test_fieldrl_tune_tries_the_gap_as_one_of_an_entry_s_own_settings(write_scen
     from fieldrl.evaluation import tuning
 
     domain = get_domain("wealth")
-    scenario = load_scenario(write_scenario(shipped_untuned("wealth/single-goal")))
+    data = shipped_untuned("wealth/single-goal")
+    scenario = load_scenario(write_scenario(data))
     entry = scenario.policies.learned[0]
     space = tuning._space(entry, (), domain)
     assert space["params.goal_gap"].choices == ("no", "yes")
-    assert tuning._handset_params(scenario, "default", entry, domain, space) == {"params.goal_gap": "no"}
+    # the hand-set trial is the entry as written: the shipped PPO's study chose the gap
+    assert tuning._handset_params(scenario, "default", entry, domain, space) == {"params.goal_gap": "yes"}
+    del data["policies"]["learned"][0]["params"]
+    plain = load_scenario(write_scenario(data))
+    assert tuning._handset_params(plain, "default", plain.policies.learned[0], domain, space) == {
+        "params.goal_gap": "no"
+    }
     assert tuning.split_sample({"gamma": 0.99, "params.goal_gap": "yes"}, domain) == (
         {"gamma": 0.99},
         {"goal_gap": True},
     )
     assert "params.goal_gap" not in tuning._space(entry, ("goal_gap",), domain)
+
+
+def test_the_shipped_single_goal_ppo_sees_the_gap_its_study_chose_and_the_report_says_so() -> None:
+    from fieldrl.reports.pdf import _own_params_text
+
+    scenario = load_scenario("wealth/single-goal")
+    ppo, warm = scenario.policies.learned
+    assert ppo.params == {"goal_gap": True} and not warm.params  # the warm start's study had no gap in it
+    assert (
+        _own_params_text(ppo)
+        == ". Runs with its own settings (the other policies use the scenario's): goal_gap = True"
+    )
+    assert _own_params_text(warm) == ""

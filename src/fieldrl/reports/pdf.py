@@ -928,11 +928,12 @@ def _library_versions(folder: RunFolder) -> dict[str, str]:
 
 
 def _own_params_text(entry: Any) -> str:
-    """A learned entry's own domain settings (its controller's design), which the others don't share."""
+    """A learned entry's own domain settings (a controller's design, an observation option), which the others
+    don't share."""
     if not entry.params:
         return ""
     shown = "; ".join(f"{k} = {_setting_text(v)}" for k, v in entry.params.items())
-    return f". Runs with its own controller settings (the other policies use the scenario's): {shown}"
+    return f". Runs with its own settings (the other policies use the scenario's): {shown}"
 
 
 def _residual_text(entry: Any) -> str:
