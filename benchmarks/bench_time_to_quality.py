@@ -9,7 +9,8 @@ others' entries of the existing file (each scenario records when it was measured
 For every scenario the best heuristic is scored on the scenario's validation seeds (first
 setting); every learned entry is then trained once (training seed = the scenario's first) with
 validation-gated evaluation every ``budget / EVALUATIONS`` steps on the same seeds, exactly as a
-run trains it (tuned hyperparameters included where the scenario references them). Training is
+run trains it (tuned hyperparameters and the entry's own ``params`` included; an entry that does not
+run in the first setting is left out). Training is
 capped at ``STEP_CAP`` steps (``--quick``: ``QUICK_CAP``) so the whole suite stays within an hour
 or so; the cap is recorded. CPU seconds are the training process's own CPU time, validation
 excluded, with one torch thread (time-to-quality on one core).
@@ -111,7 +112,8 @@ def measure_targets(name: str, targets: list[tuple[str, float, int]]) -> list[di
     out = []
     for label, level, steps in targets:
         entry = entry_of(scenario, label)
-        curve = training_curve(scenario, domain, params, entry, steps, TARGET_EVALUATIONS)
+        own = domain.params_model.model_validate(scenario.policy_params(variant, label))
+        curve = training_curve(scenario, domain, own, entry, steps, TARGET_EVALUATIONS)
         hit = _reached(curve, level, higher)
         shown = f"{hit[1]:.1f} CPU-s, {hit[0]:,} steps" if hit else "not reached"
         print(f"{name} [{variant}] {label} to {level:g}: {shown}", flush=True)
@@ -153,9 +155,14 @@ def measure(name: str, cap: int) -> dict[str, Any]:
     level = finite.get(best_rule, math.nan) if best_rule else math.nan
     entries = []
     for entry in scenario.policies.learned:
+        if not entry.runs_in(variant):
+            continue
+        # the entry's own settings (traffic's decision interval, rail's advice, wealth's goal gap) over
+        # the setting's, as a run trains and validates it
+        own = domain.params_model.model_validate(scenario.policy_params(variant, entry.label))
         steps = min(entry.train_steps, cap)
         started = time.perf_counter()
-        curve = training_curve(scenario, domain, params, entry, steps, EVALUATIONS)
+        curve = training_curve(scenario, domain, own, entry, steps, EVALUATIONS)
         values = [row[4] for row in curve if math.isfinite(row[4])]
         best_value = (max if kpi.higher_is_better else min)(values) if values else math.nan
         hit = _reached(curve, level, kpi.higher_is_better) if math.isfinite(level) else None
@@ -167,6 +174,7 @@ def measure(name: str, cap: int) -> dict[str, Any]:
                 "anchored": "imitation" if entry.imitate else ("residual" if entry.residual else None),
                 "train_steps": steps,
                 "scenario_train_steps": entry.train_steps,
+                "own_params": entry.params,
                 "reached_best_rule": hit is not None,
                 "steps_to_rule": hit[0] if hit else None,
                 "cpu_seconds_to_rule": hit[1] if hit else None,
