@@ -3,7 +3,8 @@
 One training run per call, outside the pipeline so that a training-only change (a reward, a
 learning-rate schedule) can be tried without adding it to fieldrl first:
 
-- ``base``: the scenario's observation and reward, its tuned PPO (n_envs 8, lr 6.2e-4, ...);
+- ``base``: the scenario's observation and reward, PPO with the values its study chose before the gap
+  existed (n_envs 8, lr 6.2e-4, ...);
 - ``gap``: the observation with ``goal_gap`` (the gap to the goal, as ``params: {goal_gap: true}``);
 - ``expected``: on the last decision the reward is the expected utility of the goal given the wealth
   and portfolio chosen (a normal CDF under the engine's own GBM), not the realised 0 or 1: the same
@@ -100,7 +101,8 @@ def main() -> None:
     scenario = load_scenario(args.scenario)
     params = WealthParams.model_validate({**scenario.variant_params(None), "goal_gap": gap})
     problem = params.problem()
-    lr = 0.00061739  # the tuned file's (scenarios/wealth/tuned/single-goal-PPO.yaml)
+    # the values of tuned/single-goal-PPO.yaml before its 2026-12-07 study with the gap in its space
+    lr = 0.00061739
     model: PPO | None = None
 
     def learning_rate(_: float) -> float:
