@@ -775,11 +775,9 @@ def _paired(
 
 
 def _as_stored(found: Described | None) -> dict[str, Any] | None:
-    """A stress point's mean as ``stress/summary.json`` holds it (a NaN or infinite number as None), or
-    None where the point has none."""
-    if found is None:
-        return None
-    return {k: v if np.isfinite(v) else None for k, v in found.mean.as_dict().items()}
+    """A stress point's mean, or None where the point has none (a NaN in it is written null with the
+    rest of the card, by :func:`_nan_as_null`)."""
+    return None if found is None else found.mean.as_dict()
 
 
 def _operating_range(
