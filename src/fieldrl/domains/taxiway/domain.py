@@ -105,6 +105,10 @@ class TaxiwayDomain(ParallelDomain[TaxiwayParams]):
         "move it cannot confirm as conflict-free (every replacement is counted in the taxiway section).",
     }
     heuristics = HEURISTICS
+    policy_params = {
+        "advice": "whether each aircraft sees the move prioritized planning would make now (and may "
+        "follow it)",
+    }
     info_keys = metrics.SCALAR_KEYS
     file_params = ("layout_file",)
     extra_wall_clock_metrics = ("plan_ms",)

@@ -21,7 +21,9 @@ Observation (float32, hierarchical foresight):
    path) is predicted closer than separation there and then, and whether that cell is on a
    runway that will be active then;
 4. per action: allowed, progress toward goal, another aircraft closer than separation to
-   the target cell now, oncoming aircraft inside the target segment.
+   the target cell now, oncoming aircraft inside the target segment;
+5. with ``advice`` only: the move prioritized planning would make now, one-hot over the actions
+   (:mod:`fieldrl.domains.taxiway.advice`).
 
 An aircraft still taxiing when the episode is truncated is charged the rest of its way
 (remaining cells) in its efficiency term, so that blocking each other for good is never cheaper
@@ -41,6 +43,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from fieldrl.domains.taxiway.advice import PlannerAdvice
 from fieldrl.domains.taxiway.params import TaxiwayParams
 from fieldrl.simulators.airport.engine import SurfaceSim, TrafficConfig
 from fieldrl.simulators.airport.layout import UNREACHABLE, Layout, Surface, build_surface, load_layout
@@ -134,6 +137,11 @@ class TaxiwayEnv(ParallelEnv):
             _NEAR[key] = _balls_with_dist(self.surface, NEAR_RADIUS)
         self._near = _NEAR[key]
         self.obs_dim = OWN + 4 + 2 * self.horizon + 4 * self.n_actions
+        #: with ``params.advice`` the planner's advised move is shown one-hot after the rest
+        self.advisor = PlannerAdvice() if p.advice else None
+        if self.advisor is not None:
+            self.obs_dim += self.n_actions
+        self._advised: dict[int, int] = {}
         self.decision_seconds = 0.0
         self.decisions = 0
         self.last_reward_terms: dict[str, np.ndarray] = {}
@@ -180,6 +188,8 @@ class TaxiwayEnv(ParallelEnv):
         self.plan_seconds, self.plans, self.plan_failures, self.planner_fallbacks = 0.0, 0, 0, 0
         self.shield_overrides, self.shield_unstuck, self.shield_decisions = 0, 0, 0
         self._last = None
+        if self.advisor is not None:
+            self.advisor.reset()
         obs = self._observe()
         return obs, {a: {} for a in self.agents}
 
@@ -266,6 +276,8 @@ class TaxiwayEnv(ParallelEnv):
     def _observe(self) -> dict[str, np.ndarray]:
         self._predicted = self._predict()
         self._cells = {i: self.sim.cell(i) for i in self.sim.active}
+        if self.advisor is not None:
+            self._advised = self.advisor.advise(self.sim)
         return {f"ac{i}": self._obs_one(i) for i in self.sim.active}
 
     def _predict(self) -> dict[tuple[int, int], list[int]]:
@@ -354,6 +366,10 @@ class TaxiwayEnv(ParallelEnv):
                         break
             prog = 0.0 if dist[q] >= UNREACHABLE else float(np.clip(d - int(dist[q]), -1, 1))
             per += [1.0, prog, float(busy), oncoming]
+        if self.advisor is not None:
+            advised = [0.0] * self.n_actions
+            advised[self._advised.get(i, 0)] = 1.0
+            per += advised
         obs = np.asarray(own + level1 + level2 + per, dtype=np.float32)
         return np.clip(obs, -1.0, 1.0)
 

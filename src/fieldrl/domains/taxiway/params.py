@@ -82,6 +82,12 @@ class TaxiwayParams(BaseModel):
         "has held this many steps in a row (no circling; detours only after waiting). None: no such mask.",
     )
     horizon_cells: int = Field(8, ge=1, le=50, description="Foresight horizon along the own path, in cells.")
+    advice: bool = Field(
+        False,
+        strict=True,
+        description="Also show each aircraft the move prioritized planning would make now (one-hot after "
+        "the rest of the observation), planned around the moves actually made; the policy may follow it.",
+    )
     weights: RewardWeights = Field(default_factory=RewardWeights, description="Reward term weights.")
 
     @model_validator(mode="after")

@@ -312,6 +312,15 @@ def report_section(ctx: ReportContext) -> list[Any]:
     order = ctx.policies()
     planner = ctx.heuristic_label("prioritized")
     traces = ctx.traces
+    if advised := ctx.learned_setting("advice"):
+        story.append(
+            ctx.para(
+                f"{advised}: at every step each aircraft also sees the move prioritized planning would "
+                "make for it now (planned around the moves actually made), and may follow it or not. A "
+                "policy that always follows it taxis as prioritized planning does; what it adds is only "
+                "where it chose otherwise."
+            )
+        )
     for variant in ctx.variants():
         params = ctx.params(variant)
         layout = load_params_layout(params.layout, params.layout_file)
