@@ -91,3 +91,31 @@ def test_advice_is_replanned_around_an_aircraft_that_does_otherwise_and_stays_al
     info = env.episode_info()
     assert info["conflicts"] == 0
     assert env.advisor.replans > info["completed"] + 1  # ac0 was re-planned every step it held
+
+
+def test_train_weights_reward_the_learner_in_training_only():
+    """``train_weights`` change the reward a learned policy trains on; validation and held-out episodes
+    keep the scenario's weights, so every policy is scored on the same return."""
+    from fieldrl.domains.taxiway.domain import TaxiwayDomain
+
+    own = {"safety": 10.0, "efficiency": 1.0, "progress": 0.1}
+    params = TaxiwayParams(layout="small", density="high", max_slots=8, train_weights=own)
+    domain = TaxiwayDomain()
+    train = domain.make_parallel_env(params, training=True)
+    held_out = domain.make_parallel_env(params, training=False)
+    assert train.params.weights.efficiency == 1.0 and held_out.params.weights.efficiency == 0.1
+    for env in (train, held_out):
+        env.reset(seed=4)
+    steps = 0
+    while train.agents and steps < 60:
+        actions = {a: 0 for a in train.agents}  # everyone holds: -1.5 efficiency per step
+        _, r_train, *_, infos = train.step(actions)
+        _, r_held, *_ = held_out.step(actions)
+        for agent, terms in infos.items():
+            safety, efficiency, progress = (float(x) for x in terms["reward_terms"])
+            assert r_train[agent] == pytest.approx(10 * safety + 1.0 * efficiency + 0.1 * progress)
+            assert r_held[agent] == pytest.approx(10 * safety + 0.1 * efficiency + 0.1 * progress)
+        steps += 1
+    assert steps == 60
+    with pytest.raises(ValueError, match="train_weights"):
+        TaxiwayParams(train_weights={"safety": -1.0})

@@ -108,6 +108,8 @@ class TaxiwayDomain(ParallelDomain[TaxiwayParams]):
     policy_params = {
         "advice": "whether each aircraft sees the move prioritized planning would make now (and may "
         "follow it)",
+        "train_weights": "the reward weights it trains on (none: the scenario's; it is scored on the "
+        "scenario's)",
     }
     info_keys = metrics.SCALAR_KEYS
     file_params = ("layout_file",)
@@ -127,6 +129,9 @@ class TaxiwayDomain(ParallelDomain[TaxiwayParams]):
         return ShieldedPolicy(label, learned, shield, patience)
 
     def make_parallel_env(self, params: TaxiwayParams, training: bool = False) -> TaxiwayEnv:
+        """The env; a training env rewards with ``train_weights`` where they are set."""
+        if training and params.train_weights is not None:
+            params = params.model_copy(update={"weights": params.train_weights})
         return make_env(params)
 
     def make_train_vec_env(self, params: TaxiwayParams, n_envs: int, seed: int) -> TermRewardSlots:

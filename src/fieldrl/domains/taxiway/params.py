@@ -89,6 +89,11 @@ class TaxiwayParams(BaseModel):
         "the rest of the observation), planned around the moves actually made; the policy may follow it.",
     )
     weights: RewardWeights = Field(default_factory=RewardWeights, description="Reward term weights.")
+    train_weights: RewardWeights | None = Field(
+        None,
+        description="Reward term weights a learned policy trains on, if not weights; validation, model "
+        "selection and the held-out return keep weights, so every policy is scored on the same return.",
+    )
 
     @model_validator(mode="after")
     def _layout_file_exists(self) -> TaxiwayParams:
