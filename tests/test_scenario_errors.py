@@ -43,6 +43,8 @@ BAD_CASES = [
         1.5,
         ["policies.heuristics[1].settings.dose", "1.5", "less than"],
     ),
+    ("policies.learned.0.name", "x" * 41, ["policies.learned[0].name", "'xxxx", "at most 40 characters"]),
+    ("policies.heuristics.0.name", "y" * 41, ["policies.heuristics[0].name", "at most 40 characters"]),
     ("policies.learned.0.algorithm", "ppo2", ["policies.learned[0].algorithm", "'ppo2'", "allowed:", "sac"]),
     (
         "policies.learned.0.hyperparameters.learning_rat",

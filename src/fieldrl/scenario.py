@@ -20,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StringConstraints,
     ValidationError,
     field_validator,
     model_validator,
@@ -83,6 +84,8 @@ SeedList = Annotated[
 ]
 #: a policy, variant or scenario name: it becomes a path component in the run folder
 SafeName = Annotated[str, AfterValidator(check_name)]
+#: a policy's label (the length checked as a string's, before the name rule)
+Label = Annotated[str, StringConstraints(max_length=40), AfterValidator(check_name)]
 
 
 class Strict(BaseModel):
@@ -93,7 +96,7 @@ class HeuristicEntry(Strict):
     """A baseline controller from the domain's catalogue."""
 
     use: str = Field(description="heuristic name in the domain (see `fieldrl list`)")
-    name: SafeName | None = Field(None, min_length=1, max_length=40, description="label in reports")
+    name: Label | None = Field(None, description="label in reports")
     settings: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -229,7 +232,7 @@ class LearnedEntry(Strict):
     """A policy trained with a Stable-Baselines3 / sb3-contrib algorithm."""
 
     algorithm: str
-    name: SafeName | None = Field(None, min_length=1, max_length=40)
+    name: Label | None = None
     policy: str = "MlpPolicy"
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     params: dict[str, Any] = Field(
