@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import os
 import re
 from importlib import resources
 from pathlib import Path
@@ -82,13 +81,9 @@ TINY_SCENARIO: dict[str, Any] = {
 def _sb3_logs_in_pytest_tmp(tmp_path_factory: pytest.TempPathFactory):
     """Tests that call SB3's ``learn()`` without a logger of their own make SB3 create a folder
     (``/tmp/SB3-<time>``) each time; ``SB3_LOGDIR`` puts them all in pytest's own temporary folder."""
-    before = os.environ.get("SB3_LOGDIR")
-    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))
-    yield
-    if before is None:
-        os.environ.pop("SB3_LOGDIR", None)
-    else:
-        os.environ["SB3_LOGDIR"] = before
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3-logs")))
+        yield
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ follows its advice no plan is redone, and the moves are prioritized planning's.
 
 from __future__ import annotations
 
-from fieldrl.domains.taxiway.heuristics import reservations_of
+from fieldrl.domains.taxiway.heuristics import PlanState, reservations_of
 from fieldrl.domains.taxiway.shield import HOLD_STEPS
 from fieldrl.simulators.airport.engine import SurfaceSim
-from fieldrl.simulators.airport.planning import action_towards, plan_path
+from fieldrl.simulators.airport.planning import plan_path
 
 
 class PlannerAdvice:
@@ -34,38 +34,26 @@ class PlannerAdvice:
     def __init__(self, max_expansions: int = 30000, max_wait: int = 400):
         self.max_expansions = max_expansions
         self.max_wait = max_wait
-        self.plans: dict[int, tuple[int, list[int]]] = {}
+        self.state = PlanState()
         #: plans made since the last reset (the cost of advising a policy that does otherwise)
         self.replans = 0
 
     def reset(self) -> None:
-        self.plans = {}
+        self.state = PlanState()
         self.replans = 0
-
-    def planned_pos(self, i: int, t: int) -> int | None:
-        if i not in self.plans:
-            return None
-        t0, plan = self.plans[i]
-        k = t - t0
-        return plan[k] if 0 <= k < len(plan) else None
 
     def advise(self, sim: SurfaceSim) -> dict[int, int]:
         """Aircraft -> the action toward its planned next position (0, hold, if it has no plan)."""
-        t = sim.t
-        self.plans = {i: v for i, v in self.plans.items() if i in sim.active}
-        off = [i for i in sorted(sim.active) if self.planned_pos(i, t) != sim.movements[i].pos]
+        t, st = sim.t, self.state
+        st.plans = {i: v for i, v in st.plans.items() if i in sim.active}
+        off = [i for i in sorted(sim.active) if st.planned_pos(i, t) != sim.movements[i].pos]
         for i in off:  # it holds its cell until re-planned, so the others plan around it
             pos = sim.movements[i].pos
-            self.plans[i] = (t, [pos, pos])
+            st.plans[i] = (t, [pos, pos])
         for i in off:
             m = sim.movements[i]
-            others = reservations_of(sim, {j: v for j, v in self.plans.items() if j != i})
+            others = reservations_of(sim, {j: v for j, v in st.plans.items() if j != i})
             plan = plan_path(sim, others, i, m.pos, m.goal, t, self.max_expansions, self.max_wait)
-            self.plans[i] = (t, plan if plan is not None else [m.pos] * HOLD_STEPS)
+            st.plans[i] = (t, plan if plan is not None else [m.pos] * HOLD_STEPS)
             self.replans += 1
-        out = {}
-        for i in sim.active:
-            m = sim.movements[i]
-            nxt = self.planned_pos(i, t + 1)
-            out[i] = 0 if nxt is None else action_towards(sim.s, m.pos, nxt, m.goal)
-        return out
+        return st.moves(sim)

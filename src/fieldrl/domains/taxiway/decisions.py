@@ -34,7 +34,7 @@ def features(envs: Any, n_features: int) -> list[str]:
     for a in range(env.n_actions):
         move = "hold" if a == 0 else f"move {a}"
         names += [f"{move}: open", f"{move}: progress", f"{move}: target cell occupied", f"{move}: oncoming"]
-    if getattr(env, "advisor", None) is not None:
+    if env.advisor is not None:
         names += [f"planner advises {'hold' if a == 0 else f'move {a}'}" for a in range(env.n_actions)]
     names += [f"obs[{k}]" for k in range(len(names), n_features)]
     return names[:n_features]

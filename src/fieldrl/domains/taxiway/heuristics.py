@@ -163,9 +163,28 @@ class FCFS(_Centralised):
 
 
 class PlanState:
+    """Space-time plans (aircraft -> (start time, positions)) and their reservation table."""
+
     def __init__(self) -> None:
         self.res = Reservations()
         self.plans: dict[int, tuple[int, list[int]]] = {}
+
+    def planned_pos(self, i: int, t: int) -> int | None:
+        """Where aircraft ``i``'s plan puts it at ``t`` (None: no plan, or not at that time)."""
+        if i not in self.plans:
+            return None
+        t0, plan = self.plans[i]
+        k = t - t0
+        return plan[k] if 0 <= k < len(plan) else None
+
+    def moves(self, sim: SurfaceSim) -> dict[int, int]:
+        """Every taxiing aircraft's action toward its planned next position (0, hold, without one)."""
+        out = {}
+        for i in sim.active:
+            m = sim.movements[i]
+            nxt = self.planned_pos(i, sim.t + 1)
+            out[i] = 0 if nxt is None else action_towards(sim.s, m.pos, nxt, m.goal)
+        return out
 
 
 class Prioritized(_Centralised):
@@ -178,13 +197,6 @@ class Prioritized(_Centralised):
 
     def fresh_state(self) -> PlanState:
         return PlanState()
-
-    def planned_pos(self, st: PlanState, i: int, t: int) -> int | None:
-        if i not in st.plans:
-            return None
-        t0, plan = st.plans[i]
-        k = t - t0
-        return plan[k] if 0 <= k < len(plan) else None
 
     def _plan(self, env: Any, st: PlanState, i: int, deadline: float | None = None) -> bool:
         sim: SurfaceSim = env.sim
@@ -209,18 +221,10 @@ class Prioritized(_Centralised):
         for i in [i for i in st.plans if i not in sim.active]:
             del st.plans[i]
         for i in sorted(sim.active):
-            if self.planned_pos(st, i, sim.t) != sim.movements[i].pos:
+            if st.planned_pos(i, sim.t) != sim.movements[i].pos:
                 st.plans.pop(i, None)
                 self._plan(env, st, i)
-        return self._follow(sim, st)
-
-    def _follow(self, sim: SurfaceSim, st: PlanState) -> dict[int, int]:
-        out = {}
-        for i in sim.active:
-            m = sim.movements[i]
-            nxt = self.planned_pos(st, i, sim.t + 1)
-            out[i] = 0 if nxt is None else action_towards(sim.s, m.pos, nxt, m.goal)
-        return out
+        return st.moves(sim)
 
 
 class CBS(Prioritized):
@@ -243,7 +247,7 @@ class CBS(Prioritized):
         st: PlanState = self._state[k]
         for i in [i for i in st.plans if i not in sim.active]:
             del st.plans[i]
-        stale = [i for i in sim.active if self.planned_pos(st, i, sim.t) != sim.movements[i].pos]
+        stale = [i for i in sim.active if st.planned_pos(i, sim.t) != sim.movements[i].pos]
         if stale:
             start = time.perf_counter()
             plans = None
@@ -263,7 +267,7 @@ class CBS(Prioritized):
                 for i in stale:
                     st.plans.pop(i, None)
                     self._plan(env, st, i)
-        return self._follow(sim, st)
+        return st.moves(sim)
 
 
 def reservations_of(sim: SurfaceSim, plans: dict[int, tuple[int, list[int]]]) -> Reservations:

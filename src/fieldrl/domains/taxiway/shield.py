@@ -95,7 +95,7 @@ class ShieldedPolicy(Policy):
         unplanned = set()  # newcomers, and aircraft the engine kept off their plan: every plan is re-vetted
         for i in sim.active:  # no plan that matches where it is: it holds its cell until vetted
             pos = sim.movements[i].pos
-            if self.planner.planned_pos(st, i, t) != pos:
+            if st.planned_pos(i, t) != pos:
                 st.plans[i] = (t, [pos, pos])
                 unplanned.add(i)
         out: dict[int, int] = {}
@@ -105,7 +105,7 @@ class ShieldedPolicy(Policy):
             p, action = m.pos, wanted.get(i, 0)
             q = s.action_target(p, action)
             stuck = q == p and m.wait_run >= self.patience
-            if not unplanned and not stuck and self.planner.planned_pos(st, i, t + 1) == q:
+            if not unplanned and not stuck and st.planned_pos(i, t + 1) == q:
                 out[i] = action  # the move its reserved plan already makes, and nobody new to plan around
                 continue
             others = reservations_of(sim, {j: v for j, v in st.plans.items() if j != i})
