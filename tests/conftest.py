@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import os
 import re
 from importlib import resources
 from pathlib import Path
@@ -20,6 +21,10 @@ import pytest
 import yaml
 
 from fieldrl.domains import domain_names, missing_extra
+
+# one thread per test process, as fieldrl's own jobs use (runner.run_train_job): pytest runs one worker
+# per core, and tests that call SB3 or torch directly would otherwise each start a thread per core
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 #: name -> why it cannot run here, for every domain and backend whose extra is not installed
 MISSING: dict[str, str] = {

@@ -18,9 +18,14 @@ def test_traffic_quick_runs_end_to_end_and_reports_both_modes(tmp_path, monkeypa
     monkeypatch.setenv("FIELDRL_TRAFFIC_DIR", str(tmp_path / "cache"))
     out = tmp_path / "run"
     # traffic/quick as shipped but for its stress section (test_traffic_stress.py runs that): the
-    # stress replays would double this, the suite's longest test
+    # stress replays would double this, the suite's longest test; and with a third of the demo
+    # budget's steps (sized for DQN, whose tuned values start learning at 2,000 steps and update the
+    # target every 5,000), DQN's two brought within them
     data = shipped_untuned("traffic/quick")
     del data["stress"]
+    data["budgets"]["demo"]["train_steps"] = 3000
+    dqn = next(entry for entry in data["policies"]["learned"] if entry["algorithm"] == "dqn")
+    dqn["hyperparameters"] |= {"learning_starts": 500, "target_update_interval": 1000}
     scenario = tmp_path / "quick.yaml"
     scenario.write_text(yaml.safe_dump(data, sort_keys=False))
     result = CliRunner().invoke(app, ["run", str(scenario), "--budget", "demo", "--out", str(out), "--quiet"])
