@@ -141,3 +141,15 @@ def test_a_study_scored_on_one_setting_says_so_where_its_values_serve_several():
     # a run without s3 (chemo/memory's s1, s2, s4 as one run) tested values tuned elsewhere
     other = _tuning_text(entry, scenario.name, ["s1", "s2", "s4"])
     assert "(on setting s3, which this run did not test; used in every setting here)" in other
+
+
+def test_a_study_with_the_fine_tuning_aids_in_its_space_says_so_traffic_warm_start():
+    from fieldrl.reports.pdf import _tuning_text
+
+    scenario = load_scenario("traffic/quick")
+    entries = {entry.name: entry for entry in scenario.policies.learned}
+    warm_start = _tuning_text(entries["PPO (Webster warm start)"], scenario.name)
+    assert warm_start.startswith("tuned: 8 trials of study traffic-quick/default/PPO (Webster warm start)")
+    assert "the fine-tuning aids in its search space" in warm_start
+    assert "transferred" not in warm_start  # its own study now, no longer PPO's
+    assert "fine-tuning aids" not in _tuning_text(entries["PPO"], scenario.name)  # no warm start

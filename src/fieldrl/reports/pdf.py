@@ -655,7 +655,10 @@ def _tuning_text(entry: Any, scenario_name: str, settings: list[str] | None = No
         on = f" (on setting {tuned_on}, used in every setting)"
     elif settings and tuned_on not in (None, "default", *settings) and source is None:
         on = f" (on setting {tuned_on}, which this run did not test; used in every setting here)"
-    return f"tuned: {t.trials} trials of study {t.study}{on}{moved}{best}"
+    aids = ""
+    if any(name.startswith("fine_tune.") for name in t.search_space):
+        aids = ", the fine-tuning aids in its search space"
+    return f"tuned: {t.trials} trials of study {t.study}{aids}{on}{moved}{best}"
 
 
 def _variant_pages(ctx: ReportContext, variant: str) -> list[Any]:
