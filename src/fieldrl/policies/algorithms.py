@@ -200,6 +200,9 @@ IMITABLE: tuple[str, ...] = tuple(a.name for a in TABLE if a.clone is not None)
 FINE_TUNABLE: tuple[str, ...] = tuple(a.name for a in TABLE if a.fine_tune)
 #: algorithms whose rollouts the pull toward the clone passes over (feed-forward on-policy, fine-tunable)
 PULLABLE: tuple[str, ...] = tuple(a.name for a in TABLE if a.fine_tune and a.clone == "on-policy")
+#: prefix of a tuning study's parameter that is part of a warm start's ``fine_tune``
+#: (``fine_tune.critic_warmup``; :mod:`fieldrl.policies.search_spaces`, the report's effort table)
+FINE_TUNE_PREFIX = "fine_tune."
 #: on-policy algorithms (rollouts, then updates)
 ON_POLICY: frozenset[str] = frozenset(a.name for a in TABLE if a.policy == "on")
 #: off-policy algorithms (gradient steps between environment steps)

@@ -23,7 +23,14 @@ from typing import Any
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
-from fieldrl.policies.algorithms import BY_NAME, FINE_TUNABLE, ON_POLICY, PULLABLE, in_search_space
+from fieldrl.policies.algorithms import (
+    BY_NAME,
+    FINE_TUNABLE,
+    FINE_TUNE_PREFIX,
+    ON_POLICY,
+    PULLABLE,
+    in_search_space,
+)
 
 #: off-policy learners with an actor (their spaces tune ``tau``; TD3's also its action noise)
 ACTOR_CRITIC_OFF_POLICY = in_search_space("sac") | in_search_space("td3")
@@ -104,10 +111,6 @@ def search_space(algorithm: str, n_envs: int) -> dict[str, BaseDistribution]:
         }
         space.pop("tau", None)
     return space
-
-
-#: prefix of a sampled name that is part of a warm start's ``fine_tune`` (``fine_tune.critic_warmup``)
-FINE_TUNE_PREFIX = "fine_tune."
 
 
 def fine_tune_space(algorithm: str, cloned: bool, jump_start: bool) -> dict[str, BaseDistribution]:

@@ -43,6 +43,7 @@ from fieldrl.evaluation.decisions import read_decision_summary
 from fieldrl.evaluation.readback import TRACES_FILE, read_results, read_summary, read_traces
 from fieldrl.evaluation.store import RunFolder
 from fieldrl.evaluation.stress import StressSummary, read_stress_summary
+from fieldrl.policies.algorithms import FINE_TUNE_PREFIX
 from fieldrl.reportkit import figures
 from fieldrl.reportkit.context import ReportContext, for_report
 from fieldrl.reportkit.layout import (
@@ -656,7 +657,7 @@ def _tuning_text(entry: Any, scenario_name: str, settings: list[str] | None = No
     elif settings and tuned_on not in (None, "default", *settings) and source is None:
         on = f" (on setting {tuned_on}, which this run did not test; used in every setting here)"
     aids = ""
-    if any(name.startswith("fine_tune.") for name in t.search_space):
+    if any(name.startswith(FINE_TUNE_PREFIX) for name in t.search_space):
         aids = ", the fine-tuning aids in its search space"
     return f"tuned: {t.trials} trials of study {t.study}{aids}{on}{moved}{best}"
 
